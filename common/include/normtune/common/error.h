@@ -1,0 +1,81 @@
+// Errors: one exception type and the check macros that raise it.
+//
+// Every message names what was checked, what was expected and what was found, and ends
+// with the source location, e.g.
+//   normtune: argument 'gamma': expected dtype bf16, got fp16 (nvte_rmsnorm_fwd at rmsnorm_api.cpp:88)
+// The C API raises these exceptions like TransformerEngine does (its nvte_* functions throw
+// std::runtime_error); normtune::Error derives from std::runtime_error.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <normtune/common/platform.h>
+
+namespace normtune {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+template <typename... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+// File name without its directories: messages stay short and reproducible across builds.
+constexpr const char* basename_of(const char* path) {
+  const char* base = path;
+  for (const char* p = path; *p != '\0'; ++p) {
+    if (*p == '/' || *p == '\\') base = p + 1;
+  }
+  return base;
+}
+
+[[noreturn]] void throw_error(const std::string& what, const char* func, const char* file,
+                              int line);
+
+[[noreturn]] void throw_runtime_error(int code, const char* name, const char* text,
+                                      const char* statement, const char* func, const char* file,
+                                      int line);
+
+}  // namespace detail
+}  // namespace normtune
+
+// Raise an error whose message is the concatenation of the arguments.
+#define NORMTUNE_ERROR(...)                                                                \
+  ::normtune::detail::throw_error(::normtune::detail::concat(__VA_ARGS__), __func__, \
+                                  __FILE__, __LINE__)
+
+// Check a condition; on failure raise an error with the given message parts.
+#define NORMTUNE_CHECK(cond, ...)     \
+  do {                                \
+    if (!(cond)) NORMTUNE_ERROR(__VA_ARGS__); \
+  } while (0)
+
+// Check a property of a named argument: "argument 'NAME': expected EXPECTED, got ACTUAL".
+#define NORMTUNE_CHECK_ARG(cond, name, expected, actual)                                  \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      NORMTUNE_ERROR("argument '", name, "': expected ", expected, ", got ", actual);     \
+  } while (0)
+
+// Check a CUDA/HIP runtime call; the message names the statement that failed.
+#define NORMTUNE_CUDA_CHECK(stmt)                                                          \
+  do {                                                                                     \
+    const cudaError_t normtune_status_ = (stmt);                                           \
+    if (normtune_status_ != cudaSuccess)                                                   \
+      ::normtune::detail::throw_runtime_error(                                             \
+          static_cast<int>(normtune_status_), cudaGetErrorName(normtune_status_),          \
+          cudaGetErrorString(normtune_status_), #stmt, __func__, __FILE__, __LINE__);      \
+  } while (0)
+
+// After a kernel launch: report a bad configuration at the launch site, not later.
+#define NORMTUNE_CHECK_LAUNCH() NORMTUNE_CUDA_CHECK(cudaPeekAtLastError())
