@@ -3,7 +3,12 @@
 // Library code is written against CUDA runtime names; under HIP this header maps them to
 // their HIP equivalents (the approach of ggml's vendors/hip.h). No other file may test
 // for HIP vs CUDA. The warp (wavefront) size is a property exposed here: never write 32.
+//
+// The C API header (normtune/transformer_engine.h) includes this file from C as well, for
+// cudaStream_t: everything that is C++ only sits under #ifdef __cplusplus.
 #pragma once
+
+#include <string>
 
 #if defined(NORMTUNE_USE_HIP)
 #include <hip/hip_runtime.h>
@@ -46,26 +51,36 @@
 #define cudaSuccess hipSuccess
 #define cudaDeviceSynchronize hipDeviceSynchronize
 
+#ifdef __cplusplus
 namespace normtune::platform {
 // CDNA (gfx9) wavefronts are 64 lanes; this build targets only gfx9 architectures.
 inline constexpr int kWarpSize = 64;
 inline constexpr bool kIsHip = true;
+// The architecture as the runtime names it ("gfx90a:sramecc+:xnack-").
+inline std::string arch_name(const hipDeviceProp_t& prop) { return prop.gcnArchName; }
 }  // namespace normtune::platform
 
 #if defined(__AMDGCN_WAVEFRONT_SIZE)
 static_assert(__AMDGCN_WAVEFRONT_SIZE == normtune::platform::kWarpSize,
               "normtune's HIP build assumes wave64 (gfx9/CDNA) targets");
 #endif
+#endif  // __cplusplus
 
 #else  // CUDA
 #include <cuda_runtime.h>
 
 #define NORMTUNE_PLATFORM_NAME "CUDA"
 
+#ifdef __cplusplus
 namespace normtune::platform {
 inline constexpr int kWarpSize = 32;
 inline constexpr bool kIsHip = false;
+// The architecture as nvcc names it ("sm_90").
+inline std::string arch_name(const cudaDeviceProp& prop) {
+  return "sm_" + std::to_string(prop.major * 10 + prop.minor);
+}
 }  // namespace normtune::platform
+#endif  // __cplusplus
 #endif
 
 // Functions usable from host and device code. Plain C++ compilers (g++ building host-only

@@ -1,0 +1,96 @@
+// The kernel registry: tuned entries (exact key, per GPU architecture family) in front of
+// general entries (hidden size wildcarded, any architecture).
+//
+// The registry knows keys and launchers, not kernels: a launcher is a pair of functions over
+// an opaque argument struct owned by the layer that registers it (CUTLASS-style
+// can_implement + run). Registration is explicit (see normalization's register_all), never
+// through static initializers; a duplicate registration raises normtune::Error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <normtune/common/platform.h>
+#include <normtune/common/warn_once.h>
+#include <normtune/registry/norm_key.h>
+
+namespace normtune {
+
+// GPU architecture families: a Hopper tuning is not an MI300 tuning.
+enum class ArchFamily : uint8_t { kAny = 0, kSm80, kSm90, kSm100, kSm120, kGfx9, kUnknown };
+
+std::string_view arch_family_name(ArchFamily a);  // "sm_90", "gfx9", "any", ...
+// The family of a device from its compute capability (HIP devices report gfx9 as 9.x).
+ArchFamily arch_family_of(int cc_major, int cc_minor, bool is_hip);
+// The family of the caller's current device (cached device properties).
+ArchFamily current_arch_family();
+
+// Returns nullptr when the call can run, else a static string saying why not
+// ("x is not 16-byte aligned"). `args` is the registering layer's argument struct.
+using CanImplementFn = const char* (*)(const void* args);
+using RunFn = void (*)(const void* args, cudaStream_t stream);
+
+// Where a tuned entry's numbers came from (printed by `normtune list`).
+struct Provenance {
+  const char* device = "";  // "NVIDIA H200"
+  const char* date = "";    // "2026-11-30"
+  double time_us = 0;       // measured time of the entry at its shape
+  const char* tool = "";    // "normtune tune 0.1.0"
+};
+
+struct KernelEntry {
+  NormKey key;                 // hidden_size == kAnyHiddenSize for a general entry
+  ArchFamily arch = ArchFamily::kAny;
+  const char* name = "";       // procedural: rmsnorm_fwd_bf16_bf16_bf16_h7168_v16_w4
+  std::string config;          // the named config fields, human readable
+  CanImplementFn can_implement = nullptr;  // nullptr: can run every call of its key
+  RunFn run = nullptr;
+  Provenance provenance;       // tuned entries only
+
+  bool is_general() const { return key.hidden_size == kAnyHiddenSize; }
+};
+
+// The outcome of a lookup. Building it allocates nothing (it is on every call's path);
+// the words for a fallback or a failure are made only when they are printed.
+struct Selection {
+  const KernelEntry* entry = nullptr;  // what runs; nullptr: no kernel can run the call
+  bool tuned = false;
+  const KernelEntry* tuned_candidate = nullptr;    // the exact-key entry, if any
+  const char* tuned_rejection = nullptr;           // why it cannot run the call
+  const KernelEntry* general_candidate = nullptr;  // the general entry, if any
+  const char* general_rejection = nullptr;         // why it cannot run the call
+
+  // "no tuned kernel for <key> (sm_90)" or "tuned kernel <name> cannot run this call (...)".
+  std::string fallback_reason(const NormKey& key, ArchFamily arch) const;
+};
+
+class Registry {
+ public:
+  // A tuned entry: exact key (hidden size set), a concrete architecture family.
+  void add_tuned(KernelEntry entry);
+  // A general entry: hidden size wildcarded; serves every architecture family.
+  void add_general(KernelEntry entry);
+
+  // Which entry a call would run, without side effects.
+  Selection select(const NormKey& key, ArchFamily arch, const void* args) const;
+
+  // The entry to run: the tuned one when it matches and can run the call, else the general
+  // one, printing once per distinct (key, arch) per process:
+  //   normtune: falling back to the general kernel: no tuned kernel for <key> (sm_90)
+  // NORMTUNE_WARN_FALLBACK=0 silences it. No entry at all raises normtune::Error.
+  const KernelEntry& get_kernel(const NormKey& key, ArchFamily arch, const void* args) const;
+
+  // Every entry, tuned first, sorted by architecture then key.
+  std::vector<const KernelEntry*> entries() const;
+  size_t size() const { return tuned_.size() + general_.size(); }
+
+ private:
+  static uint64_t tuned_slot(const NormKey& key, ArchFamily arch);
+  std::unordered_map<uint64_t, KernelEntry> tuned_;
+  std::unordered_map<uint64_t, KernelEntry> general_;
+  mutable OnceSet<uint64_t> warned_;  // (key, arch) slots whose fallback was reported
+};
+
+}  // namespace normtune

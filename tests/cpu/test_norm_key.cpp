@@ -1,0 +1,157 @@
+// NormKey: exhaustive pack/unpack round trips, rejection of out-of-range values, names.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <normtune/registry/norm_key.h>
+
+namespace normtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(NormKey, RoundTripsEveryFieldCombinationThatMatters) {
+  // Every norm x stage x (wtype, itype, otype, ctype) over every dtype x scaling x flags at
+  // a few hidden sizes: 2 * 4 * 11^4 * 5 * 4 * 3 = 7 million keys.
+  size_t checked = 0;
+  for (int n = 0; n < kNumNormTypes; ++n)
+    for (int s = 0; s < kNumStages; ++s)
+      for (DType w : kAllDTypes)
+        for (DType i : kAllDTypes)
+          for (DType o : kAllDTypes)
+            for (DType c : kAllDTypes)
+              for (int m = 0; m < kNumScalingModes; ++m)
+                for (uint8_t f = 0; f <= kAllKeyFlags; ++f)
+                  for (uint32_t h : {kAnyHiddenSize, 7168u, kMaxHiddenSize}) {
+                    NormKey k{static_cast<NormType>(n), static_cast<Stage>(s), w, i, o, c, h,
+                              static_cast<ScalingMode>(m), f};
+                    const uint64_t bits = pack(k);
+                    const NormKey back = unpack(bits);
+                    if (!(back == k)) FAIL() << "round trip broke for " << to_string(k);
+                    ++checked;
+                  }
+  EXPECT_EQ(checked, size_t{2} * 4 * 14641 * 5 * 4 * 3);
+}
+
+TEST(NormKey, DistinctKeysPackToDistinctBits) {
+  // Changing any single field changes the packed value, so no field is dropped.
+  const NormKey base{NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                     DType::kBFloat16, DType::kFloat32, 4096, ScalingMode::kNone, 0};
+  const uint64_t b = pack(base);
+  NormKey k = base;
+  k.norm = NormType::kLayerNorm;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.stage = Stage::kBackward;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.wtype = DType::kFloat16;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.itype = DType::kFloat16;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.otype = DType::kFloat8E4M3;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.ctype = DType::kFloat16;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.hidden_size = 4097;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.scaling = ScalingMode::kMxfp8_1D;
+  EXPECT_NE(pack(k), b);
+  k = base;
+  k.flags = kFlagZeroCenteredGamma;
+  EXPECT_NE(pack(k), b);
+}
+
+TEST(NormKey, RandomHiddenSizesRoundTrip) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<uint32_t> hidden(0, kMaxHiddenSize);
+  std::uniform_int_distribution<int> dt(0, kNumDTypes - 1);
+  for (int trial = 0; trial < 200000; ++trial) {
+    NormKey k;
+    k.norm = static_cast<NormType>(trial % kNumNormTypes);
+    k.stage = static_cast<Stage>(trial % kNumStages);
+    k.wtype = static_cast<DType>(dt(rng));
+    k.itype = static_cast<DType>(dt(rng));
+    k.otype = static_cast<DType>(dt(rng));
+    k.ctype = static_cast<DType>(dt(rng));
+    k.hidden_size = hidden(rng);
+    ASSERT_EQ(unpack(pack(k)), k) << to_string(k);
+  }
+}
+
+TEST(NormKey, RejectsValuesThatDoNotFit) {
+  NormKey k;
+  k.hidden_size = kMaxHiddenSize + 1;
+  EXPECT_THAT([&] { (void)pack(k); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("NormKey field 'hidden': value 16777216")));
+  k = NormKey{};
+  k.wtype = static_cast<DType>(11);
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'wtype'")));
+  k = NormKey{};
+  k.otype = static_cast<DType>(15);
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'otype'")));
+  k = NormKey{};
+  k.stage = static_cast<Stage>(kNumStages);
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'stage'")));
+  k = NormKey{};
+  k.norm = static_cast<NormType>(2);
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'norm'")));
+  k = NormKey{};
+  k.scaling = static_cast<ScalingMode>(100);  // TE's NVTE_INVALID_SCALING
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'scaling'")));
+  k = NormKey{};
+  k.flags = 0x80;
+  EXPECT_THAT([&] { (void)pack(k); }, ::testing::ThrowsMessage<Error>(HasSubstr("'flags'")));
+}
+
+TEST(NormKey, UnpackRejectsCorruptBits) {
+  const uint64_t good = pack(NormKey{});
+  EXPECT_THAT([&] { (void)unpack(good | (uint64_t{1} << 63)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("unused bits are set")));
+  // A dtype field holding 15, which is no dtype.
+  const auto& w = key_field(KeyField::kWType);
+  EXPECT_THAT([&] { (void)unpack(good | (uint64_t{15} << w.offset)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("field 'wtype' holds 15")));
+}
+
+TEST(NormKey, LayoutTableIsConsistent) {
+  uint64_t used = 0;
+  for (const KeyFieldSpec& s : kKeyFields) {
+    const uint64_t mask = detail::field_mask(s);
+    EXPECT_EQ(used & mask, 0u) << s.name << " overlaps an earlier field";
+    used |= mask;
+    EXPECT_LE(s.offset + s.width, 64u) << s.name;
+  }
+}
+
+TEST(NormKey, ToStringIsTheHumanForm) {
+  NormKey k{NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+            DType::kBFloat16, DType::kFloat32, 7168, ScalingMode::kNone, 0};
+  EXPECT_EQ(to_string(k), "RMSNorm Forward hidden=7168 wtype=bf16 itype=bf16 otype=bf16 ctype=fp32");
+  k.norm = NormType::kLayerNorm;
+  k.stage = Stage::kBackwardAdd;
+  k.hidden_size = kAnyHiddenSize;
+  k.otype = DType::kFloat8E4M3;
+  k.scaling = ScalingMode::kMxfp8_1D;
+  k.flags = kFlagZeroCenteredGamma;
+  EXPECT_EQ(to_string(k),
+            "LayerNorm BackwardAdd hidden=any wtype=bf16 itype=bf16 otype=fp8e4m3 ctype=fp32 "
+            "scaling=mxfp8_1d zero_centered_gamma");
+}
+
+// The compile-time proof, exercised at compile time once more from a test TU.
+static_assert(unpack(pack(NormKey{NormType::kLayerNorm, Stage::kForwardAdd, DType::kFloat4E2M1,
+                                  DType::kFloat8E8M0, DType::kFloat8E5M2, DType::kInt64,
+                                  kMaxHiddenSize, ScalingMode::kNvfp4_1D, kAllKeyFlags})) ==
+              NormKey{NormType::kLayerNorm, Stage::kForwardAdd, DType::kFloat4E2M1,
+                      DType::kFloat8E8M0, DType::kFloat8E5M2, DType::kInt64, kMaxHiddenSize,
+                      ScalingMode::kNvfp4_1D, kAllKeyFlags});
+
+}  // namespace
+}  // namespace normtune

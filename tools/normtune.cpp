@@ -1,0 +1,117 @@
+// normtune: the command-line tool. Subcommands: list, info (more come with the kernels).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <normtune/common/device_info.h>
+#include <normtune/common/error.h>
+#include <normtune/normtune.h>
+
+namespace {
+
+constexpr const char* kUsage = R"(normtune - tuned normalization kernels (RMSNorm, LayerNorm)
+
+Usage:
+  normtune <command> [options]
+
+Commands:
+  list [--filter TEXT]   Print every registered kernel entry, decoded: kind (tuned or
+                         general), architecture family, key, kernel name, config and, for
+                         tuned entries, where their timing came from. --filter keeps the
+                         entries whose name or key contains TEXT.
+  info                   Print the GPUs this process sees (name, SMs, architecture family).
+  help, --help, -h       Print this text.
+
+Environment:
+  NORMTUNE_WARN_FALLBACK=0   Silence the one-time warning printed when a call falls back
+                             from a tuned kernel to the general kernel.
+
+Exit status: 0 on success, 2 on a usage error, 1 on any other error.
+)";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "normtune: %s\nRun 'normtune --help' for usage.\n", message.c_str());
+  return 2;
+}
+
+int cmd_list(const std::vector<std::string_view>& args) {
+  std::string filter;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--filter" && i + 1 < args.size()) {
+      filter = args[++i];
+    } else {
+      return usage_error("list: unknown option '" + std::string(args[i]) + "'");
+    }
+  }
+  const normtune::Registry& registry = normtune::kernel_registry();
+  const auto entries = registry.entries();
+  std::printf("%-8s %-7s %-80s %-44s %s\n", "kind", "arch", "key", "kernel", "config / provenance");
+  size_t shown = 0;
+  for (const normtune::KernelEntry* e : entries) {
+    const std::string key = normtune::to_string(e->key);
+    if (!filter.empty() && key.find(filter) == std::string::npos &&
+        std::string_view(e->name).find(filter) == std::string_view::npos) {
+      continue;
+    }
+    std::string detail = e->config;
+    if (!e->is_general()) {
+      detail += normtune::detail::concat("  [", e->provenance.device, " ", e->provenance.date, " ",
+                                         e->provenance.time_us, " us, ", e->provenance.tool, "]");
+    }
+    std::printf("%-8s %-7s %-80s %-44s %s\n", e->is_general() ? "general" : "tuned",
+                std::string(normtune::arch_family_name(e->arch)).c_str(), key.c_str(), e->name,
+                detail.c_str());
+    ++shown;
+  }
+  std::printf("%zu of %zu registered entries shown (normtune %s, %s build)\n", shown,
+              entries.size(), normtune::version(), NORMTUNE_PLATFORM_NAME);
+  if (entries.empty()) {
+    std::printf("This build registers no kernels yet.\n");
+  }
+  return 0;
+}
+
+int cmd_info() {
+  const int count = normtune::device_count();
+  if (count == 0) {
+    std::printf("No GPU is visible to this process (no device or no driver).\n");
+    return 0;
+  }
+  for (int d = 0; d < count; ++d) {
+    const normtune::DeviceInfo& info = normtune::device_info(d);
+    std::printf("device %d: %s, %d SMs, %s (family %s), L2 %zu MiB, %zu GiB\n", d,
+                info.name.c_str(), info.sm_count, info.arch_name.c_str(),
+                std::string(normtune::arch_family_name(
+                                normtune::arch_family_of(info.cc_major, info.cc_minor,
+                                                         normtune::platform::kIsHip)))
+                    .c_str(),
+                info.l2_bytes >> 20, info.global_memory_bytes >> 30);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stdout);
+    return 2;
+  }
+  const std::string_view cmd = args.front();
+  args.erase(args.begin());
+  try {
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (cmd == "list") return cmd_list(args);
+    if (cmd == "info") return cmd_info();
+    return usage_error("unknown command '" + std::string(cmd) + "'");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
