@@ -52,7 +52,7 @@ int cmd_list(const std::vector<std::string_view>& args) {
   for (const normtune::KernelEntry* e : entries) {
     const std::string key = normtune::to_string(e->key);
     if (!filter.empty() && key.find(filter) == std::string::npos &&
-        std::string_view(e->name).find(filter) == std::string_view::npos) {
+        e->name.find(filter) == std::string::npos) {
       continue;
     }
     std::string detail = e->config;
@@ -61,7 +61,7 @@ int cmd_list(const std::vector<std::string_view>& args) {
                                          e->provenance.time_us, " us, ", e->provenance.tool, "]");
     }
     std::printf("%-8s %-7s %-80s %-44s %s\n", e->is_general() ? "general" : "tuned",
-                std::string(normtune::arch_family_name(e->arch)).c_str(), key.c_str(), e->name,
+                std::string(normtune::arch_family_name(e->arch)).c_str(), key.c_str(), e->name.c_str(),
                 detail.c_str());
     ++shown;
   }

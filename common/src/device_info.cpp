@@ -36,6 +36,7 @@ std::unique_ptr<DeviceInfo> query(int device) {
   info->global_memory_bytes = prop.totalGlobalMem;
   info->shared_memory_per_block = prop.sharedMemPerBlock;
   info->arch_name = platform::arch_name(prop);
+  info->supports_clusters = platform::supports_clusters(device);
   NORMTUNE_CHECK(info->warp_size == platform::kWarpSize, "device ", device, " (", info->name,
                  ") has warp size ", info->warp_size, ", but this build of normtune expects ",
                  platform::kWarpSize);

@@ -1,10 +1,25 @@
+#include <utility>
+
 #include <normtune/normtune.h>
+
+#include "register_families.h"
 
 namespace normtune {
 
+namespace {
+
+template <int... kShards>
+void register_tuned_fwd_sm90_shards(Registry& registry, std::integer_sequence<int, kShards...>) {
+  (register_tuned_fwd_sm90<kShards>(registry), ...);
+}
+
+}  // namespace
+
 void register_all(Registry& registry) {
-  // Kernel families add their general entries and include their tuned tables here.
-  (void)registry;
+  register_general_rmsnorm_fwd(registry);
+  register_general_layernorm_fwd(registry);
+  register_general_rmsnorm_add_fwd(registry);
+  register_tuned_fwd_sm90_shards(registry, std::make_integer_sequence<int, kTunedFwdShards>{});
 }
 
 const Registry& kernel_registry() {

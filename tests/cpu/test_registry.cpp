@@ -69,7 +69,7 @@ TEST_F(RegistryTest, TunedEntryWinsWhenKeyAndArchMatch) {
   EXPECT_EQ(args.ran, 1);
   const Selection sel = registry.select(rms_fwd(4096), ArchFamily::kSm90, &args);
   EXPECT_TRUE(sel.tuned);
-  EXPECT_STREQ(sel.entry->name, "rmsnorm_fwd_test_tuned");
+  EXPECT_EQ(sel.entry->name, "rmsnorm_fwd_test_tuned");
 }
 
 TEST_F(RegistryTest, OtherHiddenSizeDtypeOrArchFallsBackToGeneral) {
@@ -80,7 +80,7 @@ TEST_F(RegistryTest, OtherHiddenSizeDtypeOrArchFallsBackToGeneral) {
     const Selection sel = registry.select(rms_fwd(4096), arch, &args);
     ASSERT_NE(sel.entry, nullptr);
     EXPECT_FALSE(sel.tuned);
-    EXPECT_STREQ(sel.entry->name, "rmsnorm_fwd_test_general");
+    EXPECT_EQ(sel.entry->name, "rmsnorm_fwd_test_general");
   }
   EXPECT_FALSE(registry.select(rms_fwd(4097), ArchFamily::kSm90, &args).tuned);
   // Different dtype: no general entry registered for fp16 either.
@@ -255,7 +255,7 @@ TEST(GlobalRegistry, EveryEntryIsWellFormedAndUnique) {
   for (const KernelEntry* e : r.entries()) {
     EXPECT_NE(e->run, nullptr) << e->name;
     EXPECT_EQ(unpack(pack(e->key)), e->key);
-    EXPECT_GT(std::string(e->name).size(), 0u);
+    EXPECT_FALSE(e->name.empty());
   }
   EXPECT_EQ(&r, &kernel_registry());
 }

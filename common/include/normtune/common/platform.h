@@ -8,10 +8,29 @@
 // cudaStream_t: everything that is C++ only sits under #ifdef __cplusplus.
 #pragma once
 
+#ifdef __cplusplus
+#include <cstdint>
 #include <string>
+#endif
+
+// Functions usable from host and device code. Plain C++ compilers (g++ building host-only
+// sources) see them as ordinary inline functions.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define NORMTUNE_HOST_DEVICE __host__ __device__
+#define NORMTUNE_DEVICE_CODE 1
+#else
+#define NORMTUNE_HOST_DEVICE
+#define NORMTUNE_DEVICE_CODE 0
+#endif
+
+#define NORMTUNE_HD_INLINE NORMTUNE_HOST_DEVICE inline
 
 #if defined(NORMTUNE_USE_HIP)
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
+#ifdef __cplusplus
+#include <utility>
+#endif
 
 #define NORMTUNE_PLATFORM_NAME "HIP"
 #define cudaDeviceProp hipDeviceProp_t
@@ -50,6 +69,16 @@
 #define cudaStreamSynchronize hipStreamSynchronize
 #define cudaSuccess hipSuccess
 #define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaStreamCaptureModeGlobal hipStreamCaptureModeGlobal
+#define cudaGraph_t hipGraph_t
+#define cudaGraphExec_t hipGraphExec_t
+#define cudaGraphInstantiate(exec, graph, flags) hipGraphInstantiate(exec, graph, nullptr, nullptr, 0)
+#define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphDestroy hipGraphDestroy
+#define cudaGraphExecDestroy hipGraphExecDestroy
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
 
 #ifdef __cplusplus
 namespace normtune::platform {
@@ -58,6 +87,44 @@ inline constexpr int kWarpSize = 64;
 inline constexpr bool kIsHip = true;
 // The architecture as the runtime names it ("gfx90a:sramecc+:xnack-").
 inline std::string arch_name(const hipDeviceProp_t& prop) { return prop.gcnArchName; }
+
+// Half-precision conversions (round to nearest even). bf16 has no conversion instruction on
+// the gfx9 targets we build for: the bit arithmetic of convert.h, inlined.
+NORMTUNE_HD_INLINE uint16_t cvt_f32_to_bf16(float f) {
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+NORMTUNE_HD_INLINE uint16_t cvt_f32_to_f16(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
+NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+#if NORMTUNE_DEVICE_CODE
+__device__ __forceinline__ float shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask); }
+// No thread-block clusters on AMD: the planner never asks for more than one CTA per row.
+__device__ __forceinline__ int cluster_rank() { return 0; }
+__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
+template <typename T>
+__device__ __forceinline__ T* cluster_map_shared(T* p, int /*rank*/) { return p; }
+#endif
+
+template <typename Kernel>
+cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t smem) {
+  return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem);
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...). AMD has no clusters: cluster must be 1.
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
+                   cudaStream_t stream, Args&&... args) {
+  if (cluster != 1) return hipErrorInvalidConfiguration;
+  hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), 0, stream, std::forward<Args>(args)...);
+  return hipSuccess;
+}
+
+inline bool supports_clusters(int /*device*/) { return false; }
 }  // namespace normtune::platform
 
 #if defined(__AMDGCN_WAVEFRONT_SIZE)
@@ -68,6 +135,14 @@ static_assert(__AMDGCN_WAVEFRONT_SIZE == normtune::platform::kWarpSize,
 
 #else  // CUDA
 #include <cuda_runtime.h>
+#ifdef __cplusplus
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <utility>
+#if NORMTUNE_DEVICE_CODE
+#include <cooperative_groups.h>
+#endif
+#endif
 
 #define NORMTUNE_PLATFORM_NAME "CUDA"
 
@@ -79,18 +154,64 @@ inline constexpr bool kIsHip = false;
 inline std::string arch_name(const cudaDeviceProp& prop) {
   return "sm_" + std::to_string(prop.major * 10 + prop.minor);
 }
+
+// Half-precision conversions (round to nearest even), one instruction each on the GPU.
+NORMTUNE_HD_INLINE uint16_t cvt_f32_to_bf16(float f) {
+  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(f)).x;
+}
+NORMTUNE_HD_INLINE uint16_t cvt_f32_to_f16(float f) {
+  return static_cast<__half_raw>(__float2half_rn(f)).x;
+}
+NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) {
+  __half_raw raw;
+  raw.x = h;
+  return __half2float(__half(raw));
+}
+
+#if NORMTUNE_DEVICE_CODE
+__device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+__device__ __forceinline__ int cluster_rank() {
+  return static_cast<int>(cooperative_groups::this_cluster().block_rank());
+}
+__device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluster().sync(); }
+// The address of *p in the shared memory of CTA `rank` of this cluster.
+template <typename T>
+__device__ __forceinline__ T* cluster_map_shared(T* p, int rank) {
+  return cooperative_groups::this_cluster().map_shared_rank(p, rank);
+}
+#endif
+
+template <typename Kernel>
+cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t smem) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem);
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...), as clusters of `cluster` CTAs when > 1.
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+inline bool supports_clusters(int device) {
+  int value = 0;
+  return cudaDeviceGetAttribute(&value, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+         value != 0;
+}
 }  // namespace normtune::platform
 #endif  // __cplusplus
 #endif
 
-// Functions usable from host and device code. Plain C++ compilers (g++ building host-only
-// sources) see them as ordinary inline functions.
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define NORMTUNE_HOST_DEVICE __host__ __device__
-#define NORMTUNE_DEVICE_CODE 1
-#else
-#define NORMTUNE_HOST_DEVICE
-#define NORMTUNE_DEVICE_CODE 0
-#endif
-
-#define NORMTUNE_HD_INLINE NORMTUNE_HOST_DEVICE inline

@@ -43,7 +43,7 @@ struct Provenance {
 struct KernelEntry {
   NormKey key;                 // hidden_size == kAnyHiddenSize for a general entry
   ArchFamily arch = ArchFamily::kAny;
-  const char* name = "";       // procedural: rmsnorm_fwd_bf16_bf16_bf16_h7168_v16_w4
+  std::string name;            // procedural: rmsnorm_fwd_bf16_bf16_bf16_h7168_n4_g224_c1
   std::string config;          // the named config fields, human readable
   CanImplementFn can_implement = nullptr;  // nullptr: can run every call of its key
   RunFn run = nullptr;

@@ -1,0 +1,67 @@
+// Element types as kernels see them: 16-bit floats as distinct storage structs, with fast
+// conversions to and from fp32 (hardware instructions where the platform has them; the
+// same round-to-nearest-even results as convert.h).
+#pragma once
+
+#include <cstdint>
+
+#include <normtune/common/convert.h>
+#include <normtune/common/dtype.h>
+#include <normtune/common/platform.h>
+
+namespace normtune {
+
+struct bf16_t {
+  uint16_t bits;
+};
+struct fp16_t {
+  uint16_t bits;
+};
+
+template <typename T>
+struct Elem;
+
+template <>
+struct Elem<float> {
+  static constexpr DType kDType = DType::kFloat32;
+  NORMTUNE_HD_INLINE static float to_float(float v) { return v; }
+  NORMTUNE_HD_INLINE static float from_float(float v) { return v; }
+};
+
+template <>
+struct Elem<bf16_t> {
+  static constexpr DType kDType = DType::kBFloat16;
+  NORMTUNE_HD_INLINE static float to_float(bf16_t v) { return bits_float(uint32_t{v.bits} << 16); }
+  NORMTUNE_HD_INLINE static bf16_t from_float(float v) { return {platform::cvt_f32_to_bf16(v)}; }
+};
+
+template <>
+struct Elem<fp16_t> {
+  static constexpr DType kDType = DType::kFloat16;
+  NORMTUNE_HD_INLINE static float to_float(fp16_t v) { return platform::cvt_f16_to_f32(v.bits); }
+  NORMTUNE_HD_INLINE static fp16_t from_float(float v) { return {platform::cvt_f32_to_f16(v)}; }
+};
+
+template <typename T>
+NORMTUNE_HD_INLINE float to_float(T v) {
+  return Elem<T>::to_float(v);
+}
+template <typename T>
+NORMTUNE_HD_INLINE T from_float(float v) {
+  return Elem<T>::from_float(v);
+}
+
+// Runs f(T{}) with T the storage type of a wide float dtype (fp32, fp16, bf16): the one
+// place where a runtime dtype becomes a compile-time type.
+template <typename F>
+decltype(auto) dispatch_wide_float(DType t, const char* arg_name, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat16: return f(fp16_t{});
+    case DType::kBFloat16: return f(bf16_t{});
+    default: break;
+  }
+  NORMTUNE_ERROR("argument '", arg_name, "': expected dtype fp32, fp16 or bf16, got ", dtype_name(t));
+}
+
+}  // namespace normtune

@@ -1,0 +1,75 @@
+/* Normalization: TransformerEngine 2.18's forward API (same names, argument order and
+ * semantics), plus normtune's fused residual-add forward.
+ *
+ * Shapes: x is [N, H] (flatten leading dimensions first), gamma and beta are [H], mu and
+ * rsigma are [N] fp32, z has x's shape. Types: x, gamma, beta, z in fp32, fp16 or bf16 with
+ * gamma and beta of x's type or fp32, and z of x's type, or narrower when x is fp32
+ * (fp32 -> bf16/fp16). Statistics and arithmetic are fp32.
+ *
+ * Workspace (TransformerEngine's two-call protocol): call once with an empty workspace
+ * tensor (shape with ndim 0); the call only sets its shape and dtype (bytes, kNVTEByte) and
+ * returns. Allocate it, then call again with it: the work runs, asynchronously on `stream`.
+ * A workspace of another size on the second call is an error.
+ *
+ * multiprocessorCount bounds the persistent grid (pass the SM count, or fewer to leave SMs
+ * to other work; 0 means all SMs of the device).
+ *
+ * Errors are thrown as normtune::Error (a std::runtime_error) with a message naming the
+ * argument, what was expected and what was given; a rejected call writes no output.
+ */
+#ifndef NORMTUNE_NORMALIZATION_H_
+#define NORMTUNE_NORMALIZATION_H_
+
+#include <stdbool.h>
+
+#include <normtune/transformer_engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* LayerNorm forward:
+ *   mu = mean(x), rsigma = 1 / sqrt(mean((x - mu)^2) + epsilon),
+ *   z = (x - mu) * rsigma * g + beta,  g = gamma (+ 1 when zero_centered_gamma). */
+void nvte_layernorm_fwd(const NVTETensor x, const NVTETensor gamma, const NVTETensor beta,
+                        const float epsilon, NVTETensor z, NVTETensor mu, NVTETensor rsigma,
+                        NVTETensor workspace, const int multiprocessorCount,
+                        const bool zero_centered_gamma, cudaStream_t stream);
+
+/* RMSNorm forward:
+ *   rsigma = 1 / sqrt(mean(x^2) + epsilon),  z = x * rsigma * g,
+ *   g = gamma (+ 1 when zero_centered_gamma). */
+void nvte_rmsnorm_fwd(const NVTETensor x, const NVTETensor gamma, const float epsilon,
+                      NVTETensor z, NVTETensor rsigma, NVTETensor workspace,
+                      const int multiprocessorCount, const bool zero_centered_gamma,
+                      cudaStream_t stream);
+
+/* Fused residual add + RMSNorm forward (normtune's extension; one pass over memory):
+ *   residual_out = x + residual            (added in fp32, stored in x's type)
+ *   rsigma = 1 / sqrt(mean(residual_out^2) + epsilon),  z = residual_out * rsigma * g
+ * The same bits as nvte_add + nvte_rmsnorm_fwd on residual_out. residual and residual_out
+ * have x's shape and dtype; residual_out may be the same buffer as residual (in place). */
+void normtune_rmsnorm_add_fwd(const NVTETensor x, const NVTETensor residual,
+                              const NVTETensor gamma, const float epsilon, NVTETensor z,
+                              NVTETensor residual_out, NVTETensor rsigma, NVTETensor workspace,
+                              const int multiprocessorCount, const bool zero_centered_gamma,
+                              cudaStream_t stream);
+
+#ifdef __cplusplus
+}  // extern "C"
+
+#include <string>
+
+namespace normtune {
+
+/* The kernel the last normalization call of this thread ran (empty before any). */
+struct KernelChoice {
+  std::string name;
+  bool tuned = false;
+};
+KernelChoice last_kernel();
+
+}  // namespace normtune
+#endif
+
+#endif  // NORMTUNE_NORMALIZATION_H_

@@ -1,0 +1,45 @@
+// The fp64 CPU reference of every normalization normtune computes: one implementation,
+// used by the tests, `normtune bench --verify` and the autotuner.
+//
+// Inputs are given as doubles holding the exact values of the stored elements; outputs are
+// exact (fp64) results, before rounding to the output type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <normtune/common/dtype.h>
+#include <normtune/registry/norm_key.h>
+
+namespace normtune::reference {
+
+struct FwdInputs {
+  NormType norm = NormType::kRMSNorm;
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  const double* x = nullptr;         // [rows, hidden]
+  const double* residual = nullptr;  // [rows, hidden] or nullptr (no fused add)
+  const double* gamma = nullptr;     // [hidden]
+  const double* beta = nullptr;      // [hidden], LayerNorm only
+  double epsilon = 0;
+  bool zero_centered_gamma = false;
+  DType itype = DType::kFloat32;     // residual_out is x + residual rounded to itype
+};
+
+struct FwdOutputs {
+  std::vector<double> z;             // [rows, hidden]
+  std::vector<double> residual_out;  // [rows, hidden], fused add only
+  std::vector<double> mu;            // [rows], LayerNorm only
+  std::vector<double> rsigma;        // [rows]
+};
+
+// RMSNorm:   rsigma = 1/sqrt(mean(v^2) + eps),  z = v * rsigma * g
+// LayerNorm: mu = mean(v), rsigma = 1/sqrt(mean((v - mu)^2) + eps), z = (v - mu) * rsigma * g + beta
+// v = x, or with a residual v = round_itype(float(x) + float(residual)) (the fp32 add the
+// kernels do, rounded to x's type); g = gamma (+ 1 with zero-centered gamma).
+FwdOutputs norm_fwd(const FwdInputs& in);
+
+// Values representable in `t` (fp32, fp16, bf16) rounded to nearest even.
+double round_to(DType t, double v);
+
+}  // namespace normtune::reference

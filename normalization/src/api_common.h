@@ -1,0 +1,39 @@
+// Checks and helpers shared by the nvte_* normalization entry points: argument validation
+// with messages that name the argument, the workspace protocol, kernel selection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <normtune/common/error.h>
+#include <normtune/normalization.h>
+#include <normtune/registry/registry.h>
+
+#include "tensor_impl.h"
+
+namespace normtune {
+
+// A handle's row-wise buffer, checked: set, dtype in `allowed`, and the given shape.
+// Returns the buffer. `what` describes the allowed dtypes in the message ("fp32, fp16 or bf16").
+const BasicTensor& checked_buffer(NVTETensor handle, const char* arg, const Shape& shape,
+                                  const char* shape_text);
+
+void expect_dtype(const BasicTensor& t, const char* arg, DType expected);
+void expect_wide_float(const BasicTensor& t, const char* arg);
+// Data must be present (non-null) when the tensor has elements.
+void expect_data(const BasicTensor& t, const char* arg);
+// `out` may not share memory with `in` (except where an API documents in-place use).
+void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicTensor& in,
+                       const char* in_arg);
+
+// TransformerEngine's two-call workspace protocol. Returns true when this call was the
+// size query (the workspace's shape and dtype were set; nothing else may happen).
+bool workspace_query(NVTETensor workspace, size_t bytes_needed);
+
+// Number of SMs a persistent grid may use: multiprocessorCount when positive, else all.
+int sm_bound(int multiprocessorCount, int device_sm_count);
+
+// Selects the entry for `key` on the current device and runs it; records it for last_kernel().
+void run_selected(const NormKey& key, const void* args, cudaStream_t stream);
+
+}  // namespace normtune

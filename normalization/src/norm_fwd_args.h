@@ -1,0 +1,33 @@
+// The arguments of a forward call, as the C API hands them to a launcher (through the
+// registry's opaque pointer) and the launcher to the kernel. Host-visible, no GPU code.
+#pragma once
+
+#include <cstdint>
+
+namespace normtune {
+
+struct FwdParams {
+  const void* x = nullptr;
+  const void* residual = nullptr;  // fused add only
+  const void* gamma = nullptr;
+  const void* beta = nullptr;      // LayerNorm only
+  void* z = nullptr;
+  void* residual_out = nullptr;    // fused add only
+  float* mu = nullptr;             // LayerNorm only
+  float* rsigma = nullptr;
+  int64_t rows = 0;
+  int hidden = 0;
+  float epsilon = 0.f;
+  bool zero_centered_gamma = false;
+  // Geometry, chosen by the launcher.
+  int threads_per_row = 0;  // G
+  int ctas_per_row = 1;     // C
+};
+
+struct FwdArgs {
+  FwdParams params;
+  int sm_bound = 0;       // multiprocessorCount: bounds the persistent grid
+  bool clusters = false;  // the device can launch thread-block clusters
+};
+
+}  // namespace normtune
