@@ -9,6 +9,8 @@
 #include <normtune/common/error.h>
 #include <normtune/normtune.h>
 
+#include "bench.h"
+
 namespace {
 
 constexpr const char* kUsage = R"(normtune - tuned normalization kernels (RMSNorm, LayerNorm)
@@ -21,6 +23,10 @@ Commands:
                          general), architecture family, key, kernel name, config and, for
                          tuned entries, where their timing came from. --filter keeps the
                          entries whose name or key contains TEXT.
+  bench [options]        The main job: time the forward kernels over a suite of LLM shapes
+                         against same-shape memory copies measured in the same run (see
+                         'normtune bench --help'). Without a GPU it says so, lists the
+                         registry and exits 0.
   info                   Print the GPUs this process sees (name, SMs, architecture family).
   help, --help, -h       Print this text.
 
@@ -108,6 +114,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "list") return cmd_list(args);
+    if (cmd == "bench") {
+      if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::fputs(normtune::bench::kHelp, stdout);
+        return 0;
+      }
+      const int rc = normtune::bench::run(args);
+      return rc >= 0 ? rc : cmd_list({});
+    }
     if (cmd == "info") return cmd_info();
     return usage_error("unknown command '" + std::string(cmd) + "'");
   } catch (const std::exception& e) {

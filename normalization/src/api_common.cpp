@@ -51,9 +51,10 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
 bool workspace_query(NVTETensor workspace, size_t bytes_needed) {
   Tensor& ws = tensor_from_handle(workspace, "workspace");
   const Shape needed{bytes_needed};
-  // A workspace without memory and without the needed shape is the size query. (A needed
-  // size of 0 bytes makes the query's own answer, [0] with no memory, a valid second call.)
-  if (ws.data.dptr == nullptr && !(ws.data.shape == needed)) {
+  // A workspace without memory that is not yet the query's answer (shape, dtype byte) is the
+  // size query. With 0 bytes needed, the answer itself, [0] bytes without memory, is a
+  // valid second call.
+  if (ws.data.dptr == nullptr && !(ws.data.shape == needed && ws.data.dtype == DType::kByte)) {
     ws.data.shape = needed;
     ws.data.dtype = DType::kByte;
     return true;
@@ -64,12 +65,6 @@ bool workspace_query(NVTETensor workspace, size_t bytes_needed) {
                      detail::concat("shape ", ws.data.shape.str(), " dtype ", dtype_name(ws.data.dtype)));
   expect_data(ws.data, "workspace");
   return false;
-}
-
-int sm_bound(int multiprocessorCount, int device_sm_count) {
-  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
-                     multiprocessorCount);
-  return multiprocessorCount > 0 ? multiprocessorCount : device_sm_count;
 }
 
 void run_selected(const NormKey& key, const void* args, cudaStream_t stream) {

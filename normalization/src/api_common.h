@@ -30,9 +30,6 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
 // size query (the workspace's shape and dtype were set; nothing else may happen).
 bool workspace_query(NVTETensor workspace, size_t bytes_needed);
 
-// Number of SMs a persistent grid may use: multiprocessorCount when positive, else all.
-int sm_bound(int multiprocessorCount, int device_sm_count);
-
 // Selects the entry for `key` on the current device and runs it; records it for last_kernel().
 void run_selected(const NormKey& key, const void* args, cudaStream_t stream);
 

@@ -29,6 +29,8 @@ void norm_fwd(NormType norm, bool fused_add, const FwdTensors& t, float epsilon,
                      "x", "fewer rows", rows);
   NORMTUNE_CHECK_ARG(epsilon >= 0.f && std::isfinite(epsilon), "epsilon", "a finite value >= 0",
                      epsilon);
+  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
+                     multiprocessorCount);
 
   const Shape row_shape{rows, hidden};
   const Shape vec_shape{hidden};
@@ -128,7 +130,7 @@ void norm_fwd(NormType norm, bool fused_add, const FwdTensors& t, float epsilon,
   p.hidden = static_cast<int>(hidden);
   p.epsilon = epsilon;
   p.zero_centered_gamma = zero_centered_gamma;
-  args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
+  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : dev.sm_count;
   args.clusters = dev.supports_clusters;
   run_selected(key, &args, stream);
 }

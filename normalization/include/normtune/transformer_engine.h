@@ -60,8 +60,8 @@ struct NVTEShape {
  *  \brief One buffer of a tensor (data, scale, amax, ...). It does not own its memory.
  */
 struct NVTEBasicTensor {
-  void *data_ptr;  /*!< Device pointer to the buffer (may be NULL). */
-  enum NVTEDType dtype; /*!< Element type. */
+  void* data_ptr;         /*!< Device pointer to the buffer (may be NULL). */
+  enum NVTEDType dtype;   /*!< Element type. */
   struct NVTEShape shape; /*!< Shape of the buffer. */
 };
 
@@ -110,7 +110,7 @@ typedef enum NVTEScalingMode NVTEScalingMode;
 #endif
 
 /*! \brief Handle to a tensor descriptor. NULL is never a valid tensor. */
-typedef void *NVTETensor;
+typedef void* NVTETensor;
 
 /*! \brief Create an empty tensor: every buffer unset (NULL pointer, shape [0], fp32),
  *  flags false, NVFP4 E4M3 bound 448.
@@ -127,7 +127,7 @@ NVTETensor nvte_create_tensor(NVTEScalingMode scaling_mode);
  *  On error no tensor is created and tensors[] is not written.
  *  \param[out] tensors Array of N handles; may be NULL only when N == 0.
  */
-void nvte_create_tensors(NVTEScalingMode scaling_mode, NVTETensor *tensors, size_t N);
+void nvte_create_tensors(NVTEScalingMode scaling_mode, NVTETensor* tensors, size_t N);
 
 /*! \brief Destroy a tensor. The memory it points to is not freed.
  *
@@ -140,20 +140,20 @@ void nvte_destroy_tensor(NVTETensor tensor);
  *
  *  All entries are checked first (valid, no handle listed twice); on error none is destroyed.
  */
-void nvte_destroy_tensors(NVTETensor *tensors, size_t N);
+void nvte_destroy_tensors(NVTETensor* tensors, size_t N);
 
 /*! \brief Pointer to the row-wise data; NULL for a NULL handle. */
-void *nvte_tensor_data(const NVTETensor tensor);
+void* nvte_tensor_data(const NVTETensor tensor);
 
 /*! \brief Pointer to the column-wise data; NULL for a NULL handle. */
-void *nvte_tensor_columnwise_data(const NVTETensor tensor);
+void* nvte_tensor_columnwise_data(const NVTETensor tensor);
 
 /*! \brief Build a shape from ndim sizes.
  *
  *  \param[in] data Sizes, outermost first. If NULL, the ndim entries are zero (as in TE).
  *  \param[in] ndim Number of dimensions, at most 15; more is an error.
  */
-NVTEShape nvte_make_shape(const size_t *data, size_t ndim);
+NVTEShape nvte_make_shape(const size_t* data, size_t ndim);
 
 /*! \brief Logical shape of the tensor.
  *
@@ -204,17 +204,17 @@ NVTEDType nvte_tensor_type(const NVTETensor tensor);
 /*! \brief Pointer to the amax buffer; NULL for a NULL handle. Amax of a dtype other than
  *  fp32 is an error.
  */
-float *nvte_tensor_amax(const NVTETensor tensor);
+float* nvte_tensor_amax(const NVTETensor tensor);
 
 /*! \brief Pointer to the scale buffer; NULL for a NULL handle. A scale of a dtype other than
  *  fp32 is an error.
  */
-float *nvte_tensor_scale(const NVTETensor tensor);
+float* nvte_tensor_scale(const NVTETensor tensor);
 
 /*! \brief Pointer to the row-wise scale-inverse buffer (whatever its dtype, as in TE);
  *  NULL for a NULL handle.
  */
-float *nvte_tensor_scale_inv(const NVTETensor tensor);
+float* nvte_tensor_scale_inv(const NVTETensor tensor);
 
 /*! \brief Shape of the row-wise scale-inverse buffer; [0] for a NULL handle. */
 NVTEShape nvte_tensor_scale_inv_shape(const NVTETensor tensor);
@@ -235,8 +235,8 @@ void nvte_zero_tensor(const NVTETensor tensor, cudaStream_t stream);
  *  \param[in]     param      The buffer; NULL is an error. Validated as in
  *                            nvte_set_tensor_param_v2.
  */
-void nvte_set_tensor_param(NVTETensor *tensor, NVTETensorParam param_name,
-                           const NVTEBasicTensor *param);
+void nvte_set_tensor_param(NVTETensor* tensor, NVTETensorParam param_name,
+                           const NVTEBasicTensor* param);
 
 /*! \brief Get one buffer of the tensor (deprecated in TE in favor of
  *  nvte_get_tensor_param_v2).
@@ -258,7 +258,7 @@ NVTEBasicTensor nvte_get_tensor_param(const NVTETensor tensor, NVTETensorParam p
  *  A NULL data pointer with a non-empty shape is accepted (the workspace query of the
  *  normalization functions passes one); functions that read or write the buffer check it.
  */
-void nvte_set_tensor_param_v2(NVTETensor tensor, NVTETensorParam param, const void *buf,
+void nvte_set_tensor_param_v2(NVTETensor tensor, NVTETensorParam param, const void* buf,
                               size_t size_in_bytes);
 
 /*! \brief Query a tensor parameter into a buffer (types as in nvte_set_tensor_param_v2).
@@ -273,8 +273,8 @@ void nvte_set_tensor_param_v2(NVTETensor tensor, NVTETensorParam param, const vo
  *  A NULL handle reads the values of an empty tensor (as in TE). On error nothing is
  *  written.
  */
-void nvte_get_tensor_param_v2(const NVTETensor tensor, NVTETensorParam param, void *buf,
-                              size_t size_in_bytes, size_t *size_written);
+void nvte_get_tensor_param_v2(const NVTETensor tensor, NVTETensorParam param, void* buf,
+                              size_t size_in_bytes, size_t* size_written);
 
 /*! \brief Scaling mode the tensor was created with; NVTE_DELAYED_TENSOR_SCALING for a NULL
  *  handle.
@@ -290,9 +290,8 @@ NVTEScalingMode nvte_tensor_scaling_mode(const NVTETensor tensor);
 #include <normtune/common/dtype.h>
 
 static_assert(kNVTENumTypes == normtune::kNumDTypes, "NVTEDType and normtune::DType differ");
-#define NORMTUNE_SAME_DTYPE_(nvte, nt)                                  \
-  static_assert(static_cast<int>(nvte) == static_cast<int>(nt),       \
-                #nvte " differs from " #nt)
+#define NORMTUNE_SAME_DTYPE_(nvte, nt) \
+  static_assert(static_cast<int>(nvte) == static_cast<int>(nt), #nvte " differs from " #nt)
 NORMTUNE_SAME_DTYPE_(kNVTEByte, normtune::DType::kByte);
 NORMTUNE_SAME_DTYPE_(kNVTEInt16, normtune::DType::kInt16);
 NORMTUNE_SAME_DTYPE_(kNVTEInt32, normtune::DType::kInt32);
@@ -315,15 +314,15 @@ static_assert(sizeof(NVTEShape) == 16 * sizeof(size_t), "NVTEShape layout differ
 static_assert(offsetof(NVTEShape, data) == 0, "NVTEShape layout differs from TE");
 static_assert(offsetof(NVTEShape, ndim) == 15 * sizeof(size_t), "NVTEShape layout differs from TE");
 static_assert(offsetof(NVTEBasicTensor, data_ptr) == 0, "NVTEBasicTensor layout differs from TE");
-static_assert(offsetof(NVTEBasicTensor, dtype) == sizeof(void *),
+static_assert(offsetof(NVTEBasicTensor, dtype) == sizeof(void*),
               "NVTEBasicTensor layout differs from TE");
 static_assert(offsetof(NVTEBasicTensor, shape) ==
-                  (sizeof(void *) + sizeof(int) + alignof(NVTEShape) - 1) / alignof(NVTEShape) *
+                  (sizeof(void*) + sizeof(int) + alignof(NVTEShape) - 1) / alignof(NVTEShape) *
                       alignof(NVTEShape),
               "NVTEBasicTensor layout differs from TE");
 static_assert(sizeof(NVTEBasicTensor) == offsetof(NVTEBasicTensor, shape) + sizeof(NVTEShape),
               "NVTEBasicTensor layout differs from TE");
-static_assert(sizeof(NVTETensor) == sizeof(void *), "NVTETensor is a pointer-sized handle");
+static_assert(sizeof(NVTETensor) == sizeof(void*), "NVTETensor is a pointer-sized handle");
 static_assert(kNVTEWithGEMMSwizzledScales == 7 && kNVTENVFP4E4M3Max == 9 &&
                   kNVTENumTensorParams == 10 && NVTE_NVFP4_1D_SCALING == 4 &&
                   NVTE_INVALID_SCALING == 100,

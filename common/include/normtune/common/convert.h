@@ -6,13 +6,13 @@
 // function says otherwise. Where a format has a special case, it follows CUDA's conversion
 // (cuda_fp8.hpp, cuda_fp4.hpp, PTX cvt ... .satfinite), except NaN in fp16/bf16 (below).
 //
-//   format  encode of NaN            encode of +-inf / finite overflow      CUDA
-//   fp16    quiet NaN, sign and      +-inf (IEEE)                           NaN: 0x7FFF
-//   bf16    top payload bits kept    +-inf (IEEE)                           NaN: 0x7FFF
-//   e4m3    0x7F                     +-448 (no inf in e4m3)                 same (SATFINITE)
-//   e5m2    0x7F                     +-57344 saturated, +-inf otherwise    same (SATFINITE/NOSAT)
-//   e8m0    0xFF                     0xFE = 2^127 saturated, 0xFF otherwise same (cudaRoundPosInf/Zero)
-//   e2m1    0x7 = +6                 +-6                                    same (cudaRoundNearest)
+//   format  NaN encodes to         +-inf and finite overflow encode to   CUDA
+//   fp16    quiet NaN, sign and    +-inf (IEEE)                          NaN: 0x7FFF
+//   bf16    top payload kept       +-inf (IEEE)                          NaN: 0x7FFF
+//   e4m3    0x7F                   +-448 (e4m3 has no inf)               same, SATFINITE
+//   e5m2    0x7F                   +-57344 saturating, else +-inf        same, SATFINITE/NOSAT
+//   e8m0    0xFF                   0xFE = 2^127 saturating, else 0xFF    same, RoundPosInf/Zero
+//   e2m1    0x7 (+6)               +-6                                   same, RoundNearest
 //
 // fp16/bf16 keep the NaN's sign and payload (as IEEE 754 recommends and x86 F16C/AVX512-BF16
 // do); CUDA's __float2half_rn/__float2bfloat16_rn return the canonical 0x7FFF instead.
@@ -28,8 +28,12 @@
 
 namespace normtune {
 
-NORMTUNE_HD_INLINE uint32_t float_bits(float x) { return __builtin_bit_cast(uint32_t, x); }
-NORMTUNE_HD_INLINE float bits_float(uint32_t bits) { return __builtin_bit_cast(float, bits); }
+NORMTUNE_HD_INLINE uint32_t float_bits(float x) {
+  return __builtin_bit_cast(uint32_t, x);
+}
+NORMTUNE_HD_INLINE float bits_float(uint32_t bits) {
+  return __builtin_bit_cast(float, bits);
+}
 
 namespace detail {
 
@@ -37,9 +41,13 @@ inline constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
 inline constexpr uint32_t kF32Inf = 0x7F800000u;
 inline constexpr uint32_t kF32QuietNaN = 0x7FC00000u;
 
-NORMTUNE_HD_INLINE bool is_nan_bits(uint32_t bits) { return (bits & kF32AbsMask) > kF32Inf; }
+NORMTUNE_HD_INLINE bool is_nan_bits(uint32_t bits) {
+  return (bits & kF32AbsMask) > kF32Inf;
+}
 
-NORMTUNE_HD_INLINE uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+NORMTUNE_HD_INLINE uint32_t min_u32(uint32_t a, uint32_t b) {
+  return a < b ? a : b;
+}
 
 // q = round(v / 2^shift), ties to even q; 1 <= shift <= 31.
 NORMTUNE_HD_INLINE uint32_t shift_right_rne(uint32_t v, uint32_t shift) {
@@ -207,11 +215,14 @@ NORMTUNE_HD_INLINE uint8_t float_to_e8m0(float x, E8M0Rounding mode, bool satura
     frac = (frac - 0x400000u) << 1;  // now |x| = 2^-127 * (1 + frac / 2^23)
   }
   switch (mode) {
-    case E8M0Rounding::kUp: code += frac != 0 ? 1u : 0u; break;
+    case E8M0Rounding::kUp:
+      code += frac != 0 ? 1u : 0u;
+      break;
     case E8M0Rounding::kNearestEven:
       code += (frac > 0x400000u || (frac == 0x400000u && (code & 1u))) ? 1u : 0u;
       break;
-    case E8M0Rounding::kDown: break;
+    case E8M0Rounding::kDown:
+      break;
   }
   // Only a round-up from [2^127, 2^128) reaches 0xFF.
   if (code == 0xFFu && saturate) code = 0xFEu;
@@ -257,27 +268,44 @@ NORMTUNE_HD_INLINE uint8_t fp4x2_set(uint8_t packed, unsigned index, uint8_t nib
 
 inline float dtype_to_float(DType dtype, const void* ptr, size_t index) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(ptr)[index];
-    case DType::kFloat16: return fp16_to_float(static_cast<const uint16_t*>(ptr)[index]);
-    case DType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(ptr)[index]);
-    case DType::kFloat8E4M3: return fp8e4m3_to_float(static_cast<const uint8_t*>(ptr)[index]);
-    case DType::kFloat8E5M2: return fp8e5m2_to_float(static_cast<const uint8_t*>(ptr)[index]);
-    case DType::kFloat8E8M0: return e8m0_to_float(static_cast<const uint8_t*>(ptr)[index]);
+    case DType::kFloat32:
+      return static_cast<const float*>(ptr)[index];
+    case DType::kFloat16:
+      return fp16_to_float(static_cast<const uint16_t*>(ptr)[index]);
+    case DType::kBFloat16:
+      return bf16_to_float(static_cast<const uint16_t*>(ptr)[index]);
+    case DType::kFloat8E4M3:
+      return fp8e4m3_to_float(static_cast<const uint8_t*>(ptr)[index]);
+    case DType::kFloat8E5M2:
+      return fp8e5m2_to_float(static_cast<const uint8_t*>(ptr)[index]);
+    case DType::kFloat8E8M0:
+      return e8m0_to_float(static_cast<const uint8_t*>(ptr)[index]);
     case DType::kFloat4E2M1:
       return fp4e2m1_to_float(
           fp4x2_get(static_cast<const uint8_t*>(ptr)[index / 2], static_cast<unsigned>(index)));
-    default: break;
+    default:
+      break;
   }
   NORMTUNE_ERROR("dtype_to_float: unsupported dtype ", dtype_name(dtype));
 }
 
 inline void float_to_dtype(DType dtype, float value, void* ptr, size_t index) {
   switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(ptr)[index] = value; return;
-    case DType::kFloat16: static_cast<uint16_t*>(ptr)[index] = float_to_fp16(value); return;
-    case DType::kBFloat16: static_cast<uint16_t*>(ptr)[index] = float_to_bf16(value); return;
-    case DType::kFloat8E4M3: static_cast<uint8_t*>(ptr)[index] = float_to_fp8e4m3(value); return;
-    case DType::kFloat8E5M2: static_cast<uint8_t*>(ptr)[index] = float_to_fp8e5m2(value); return;
+    case DType::kFloat32:
+      static_cast<float*>(ptr)[index] = value;
+      return;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(ptr)[index] = float_to_fp16(value);
+      return;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(ptr)[index] = float_to_bf16(value);
+      return;
+    case DType::kFloat8E4M3:
+      static_cast<uint8_t*>(ptr)[index] = float_to_fp8e4m3(value);
+      return;
+    case DType::kFloat8E5M2:
+      static_cast<uint8_t*>(ptr)[index] = float_to_fp8e5m2(value);
+      return;
     case DType::kFloat8E8M0:
       static_cast<uint8_t*>(ptr)[index] = float_to_e8m0(value, E8M0Rounding::kUp);
       return;
@@ -286,7 +314,8 @@ inline void float_to_dtype(DType dtype, float value, void* ptr, size_t index) {
       byte = fp4x2_set(byte, static_cast<unsigned>(index), float_to_fp4e2m1(value));
       return;
     }
-    default: break;
+    default:
+      break;
   }
   NORMTUNE_ERROR("float_to_dtype: unsupported dtype ", dtype_name(dtype));
 }

@@ -1,0 +1,199 @@
+// Helpers of the GPU suites: device buffers, NVTETensor handles, random data in any wide
+// float type, NaN poisoning, comparison against the fp64 reference with per-dtype
+// tolerances (stated once, below).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <normtune/common/convert.h>
+#include <normtune/common/device_info.h>
+#include <normtune/common/error.h>
+#include <normtune/normalization.h>
+#include <normtune/transformer_engine.h>
+
+namespace normtune::test {
+
+// ---- tolerances: the one place they are stated -------------------------------------------
+// Outputs are computed in fp32 and rounded once to the output type, so one unit in the last
+// place of the output type (relative) plus fp32 accumulation error bounds the difference.
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+inline Tolerance output_tolerance(DType t) {
+  switch (t) {
+    case DType::kBFloat16: return {1.0 / 128, 1e-5};    // 1 ulp of bf16 (8-bit significand)
+    case DType::kFloat16: return {1.0 / 1024, 1e-6};    // 1 ulp of fp16 (11-bit significand)
+    default: return {2e-5, 1e-6};                       // fp32: accumulation over the row
+  }
+}
+// mu and rsigma: fp32 statistics of the row.
+inline Tolerance stat_tolerance() { return {2e-5, 1e-6}; }
+
+inline bool have_gpu() { return device_count() > 0; }
+
+#define NORMTUNE_REQUIRE_GPU() \
+  if (!::normtune::test::have_gpu()) GTEST_SKIP() << "no GPU visible: GPU test skipped"
+
+#define CUDA_OK(stmt) ASSERT_EQ((stmt), cudaSuccess) << #stmt
+
+// ---- memory ---------------------------------------------------------------------------
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) NORMTUNE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  char* get() const { return static_cast<char*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A host array of `count` elements of a wide float dtype, kept as raw storage.
+struct HostArray {
+  DType dtype = DType::kFloat32;
+  size_t count = 0;
+  std::vector<uint8_t> raw;
+
+  HostArray() = default;
+  HostArray(DType t, size_t n) : dtype(t), count(n), raw(dtype_storage_bytes(t, n)) {}
+  size_t bytes() const { return raw.size(); }
+  double get(size_t i) const { return dtype_to_float(dtype, raw.data(), i); }
+  void set(size_t i, double v) { float_to_dtype(dtype, static_cast<float>(v), raw.data(), i); }
+  std::vector<double> values() const {
+    std::vector<double> v(count);
+    for (size_t i = 0; i < count; ++i) v[i] = get(i);
+    return v;
+  }
+};
+
+inline HostArray random_array(DType t, size_t n, uint32_t seed, double mean = 0.0,
+                              double stddev = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(mean, stddev);
+  HostArray a(t, n);
+  for (size_t i = 0; i < n; ++i) {
+    double v = dist(rng);
+    if (v == 0.0) v = 0.25;  // never zeros
+    a.set(i, v);
+  }
+  return a;
+}
+
+// A device copy of a host array at `offset_bytes` past a 256-byte aligned allocation (for
+// misaligned-storage tests); `poison` fills the whole allocation with NaN bytes first.
+struct DeviceArray {
+  DeviceBuffer buffer;
+  char* ptr = nullptr;
+  DType dtype = DType::kFloat32;
+  size_t count = 0;
+
+  DeviceArray() = default;
+  DeviceArray(DType t, size_t n, size_t offset_bytes = 0)
+      : buffer(dtype_storage_bytes(t, n) + offset_bytes + 16), dtype(t), count(n) {
+    ptr = buffer.get() + offset_bytes;
+  }
+  static DeviceArray from_host(const HostArray& h, size_t offset_bytes = 0) {
+    DeviceArray d(h.dtype, h.count, offset_bytes);
+    if (h.bytes() > 0) NORMTUNE_CUDA_CHECK(cudaMemcpy(d.ptr, h.raw.data(), h.bytes(), cudaMemcpyHostToDevice));
+    return d;
+  }
+  // 0xFF bytes: NaN in fp32, fp16 and bf16.
+  void poison() { NORMTUNE_CUDA_CHECK(cudaMemset(buffer.get(), 0xFF, buffer.bytes())); }
+  HostArray to_host() const {
+    HostArray h(dtype, count);
+    NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    if (h.bytes() > 0) NORMTUNE_CUDA_CHECK(cudaMemcpy(h.raw.data(), ptr, h.bytes(), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// ---- NVTETensor handles ----------------------------------------------------------------
+class TensorHandle {
+ public:
+  TensorHandle() : h_(nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING)) {}
+  TensorHandle(void* ptr, std::vector<size_t> shape, DType dtype) : TensorHandle() {
+    set(ptr, shape, dtype);
+  }
+  TensorHandle(const DeviceArray& a, std::vector<size_t> shape) : TensorHandle(a.ptr, shape, a.dtype) {}
+  ~TensorHandle() { nvte_destroy_tensor(h_); }
+  TensorHandle(const TensorHandle&) = delete;
+  TensorHandle& operator=(const TensorHandle&) = delete;
+
+  void set(void* ptr, const std::vector<size_t>& shape, DType dtype) {
+    NVTEBasicTensor t{ptr, static_cast<NVTEDType>(dtype), nvte_make_shape(shape.data(), shape.size())};
+    nvte_set_tensor_param_v2(h_, kNVTERowwiseData, &t, sizeof(t));
+  }
+  NVTETensor get() const { return h_; }
+  operator NVTETensor() const { return h_; }
+
+ private:
+  NVTETensor h_;
+};
+
+// ---- comparison ------------------------------------------------------------------------
+// Every element must be written (not NaN: inputs are finite and outputs were NaN-poisoned)
+// and within tolerance of the reference. Reports the first few failures.
+inline ::testing::AssertionResult close_to_reference(const HostArray& got,
+                                                     const std::vector<double>& want,
+                                                     Tolerance tol, const std::string& what) {
+  if (got.count != want.size()) {
+    return ::testing::AssertionFailure() << what << ": " << got.count << " elements, expected " << want.size();
+  }
+  size_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = got.get(i);
+    const double w = want[i];
+    const bool ok = std::isfinite(g) && std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
+    if (!ok) {
+      if (bad < 5) first += detail::concat("\n  [", i, "] got ", g, " want ", w);
+      ++bad;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << want.size()
+                                       << " elements wrong (NaN = not written)" << first;
+}
+
+inline ::testing::AssertionResult same_bits(const HostArray& a, const HostArray& b,
+                                            const std::string& what) {
+  if (a.raw == b.raw) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": results differ between identical runs";
+}
+
+// Workspace per TransformerEngine's protocol: the query call first, then the real one.
+template <typename Call>
+void call_with_workspace(Call&& call) {
+  TensorHandle ws;
+  call(ws.get());  // size query
+  const NVTEShape shape = nvte_tensor_shape(ws);
+  size_t bytes = 1;
+  for (size_t i = 0; i < shape.ndim; ++i) bytes *= shape.data[i];
+  DeviceBuffer mem(bytes);
+  ws.set(mem.get(), std::vector<size_t>(shape.data, shape.data + shape.ndim), DType::kByte);
+  call(ws.get());
+}
+
+}  // namespace normtune::test

@@ -1,0 +1,315 @@
+// Forward RMSNorm / LayerNorm / fused add on the GPU against the fp64 reference (label gpu).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include <normtune/normtune.h>
+
+#include "fwd_case.h"
+#include "normalization/src/norm_fwd_args.h"
+
+namespace normtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr DType kWide[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
+
+class NormFwdGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    setenv("NORMTUNE_WARN_FALLBACK", "0", 1);  // many cases fall back on purpose
+  }
+};
+
+// ---- every tuned entry, at its hidden size ---------------------------------------------
+std::vector<const KernelEntry*> tuned_forward_entries() {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry* e : kernel_registry().entries()) {
+    if (!e->is_general() && (e->key.stage == Stage::kForward || e->key.stage == Stage::kForwardAdd)) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+class TunedFwdGpu : public ::testing::TestWithParam<const KernelEntry*> {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    if (GetParam()->arch != current_arch_family()) {
+      GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
+                   << ", this device is " << arch_family_name(current_arch_family());
+    }
+  }
+};
+
+TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
+  const KernelEntry& e = *GetParam();
+  for (size_t rows : {size_t{1}, size_t{37}}) {
+    FwdCase c;
+    c.norm = e.key.norm;
+    c.fused_add = e.key.stage == Stage::kForwardAdd;
+    c.wtype = e.key.wtype;
+    c.itype = e.key.itype;
+    c.otype = e.key.otype;
+    c.hidden = e.key.hidden_size;
+    c.rows = rows;
+    c.seed = static_cast<uint32_t>(rows + e.key.hidden_size);
+    const FwdResult r = run_fwd(c);
+    EXPECT_EQ(r.kernel.name, e.name);
+    EXPECT_TRUE(r.kernel.tuned);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_forward_entries()),
+                         [](const ::testing::TestParamInfo<const KernelEntry*>& info) {
+                           return std::string(arch_family_name(info.param->arch)).substr(0, 2) +
+                                  std::string(arch_family_name(info.param->arch)).substr(3) + "_" +
+                                  info.param->name;
+                         });
+
+// ---- odd shapes, every dtype, both norms (general kernels) -----------------------------
+struct Shape2 {
+  size_t rows, hidden;
+};
+constexpr Shape2 kOddShapes[] = {
+    {1, 1},     {7, 1},   {111, 8},  {4097, 8},    {1, 111},    {7, 111},     {4097, 111},
+    {1, 4097},  {7, 4097}, {111, 4097}, {1, 65536}, {7, 65536}, {1, 262144}, {3, 262144},
+    {7, 5000},  {19, 1000}, {99, 3000}, {2, 131072}, {5, 40960},
+};
+
+TEST_F(NormFwdGpu, OddShapesEveryDtypeBothNorms) {
+  uint32_t seed = 100;
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (DType t : kWide) {
+      for (const Shape2& s : kOddShapes) {
+        FwdCase c;
+        c.norm = norm;
+        c.wtype = c.itype = c.otype = t;
+        c.rows = s.rows;
+        c.hidden = s.hidden;
+        c.seed = ++seed;
+        run_fwd(c);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, MixedTypes) {
+  struct Types {
+    DType w, i, o;
+  };
+  for (Types ty : {Types{DType::kFloat32, DType::kFloat32, DType::kBFloat16},
+                   Types{DType::kFloat32, DType::kFloat32, DType::kFloat16},
+                   Types{DType::kFloat32, DType::kBFloat16, DType::kBFloat16},
+                   Types{DType::kFloat32, DType::kFloat16, DType::kFloat16}}) {
+    for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+      for (size_t hidden : {size_t{1000}, size_t{4096}, size_t{65536}}) {
+        FwdCase c;
+        c.norm = norm;
+        c.wtype = ty.w;
+        c.itype = ty.i;
+        c.otype = ty.o;
+        c.rows = 9;
+        c.hidden = hidden;
+        run_fwd(c);
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, UnalignedStorageOffsets) {
+  for (DType t : kWide) {
+    for (size_t offset : {size_t{2}, size_t{4}, size_t{8}}) {
+      if (offset % dtype_storage_bytes(t, 1) != 0) continue;  // elements stay aligned to themselves
+      for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+        for (size_t hidden : {size_t{4096}, size_t{4097}, size_t{100000}}) {
+          FwdCase c;
+          c.norm = norm;
+          c.wtype = c.itype = c.otype = t;
+          c.rows = 7;
+          c.hidden = hidden;
+          c.x_offset = offset;
+          c.z_offset = offset;
+          c.gamma_offset = offset;
+          const FwdResult r = run_fwd(c);
+          EXPECT_FALSE(r.kernel.tuned) << c.describe();
+        }
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, ZeroCenteredGamma) {
+  for (DType t : kWide) {
+    for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+      for (size_t hidden : {size_t{4096}, size_t{777}}) {
+        FwdCase c;
+        c.norm = norm;
+        c.wtype = c.itype = c.otype = t;
+        c.hidden = hidden;
+        c.zero_centered_gamma = true;
+        run_fwd(c);
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, FusedAddInAndOutOfPlace) {
+  for (DType t : kWide) {
+    for (bool in_place : {false, true}) {
+      for (size_t hidden : {size_t{4096}, size_t{111}, size_t{262144}, size_t{7168}}) {
+        FwdCase c;
+        c.fused_add = true;
+        c.in_place = in_place;
+        c.wtype = c.itype = c.otype = t;
+        c.rows = hidden > 100000 ? 2 : 33;
+        c.hidden = hidden;
+        run_fwd(c);
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, ZeroRowsDoNothing) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    FwdCase c;
+    c.norm = norm;
+    c.rows = 0;
+    run_fwd(c);
+  }
+}
+
+TEST_F(NormFwdGpu, MultiprocessorCountBoundsTheGridNotTheResult) {
+  for (int sms : {1, 7, 1000}) {
+    FwdCase c;
+    c.rows = 300;
+    c.hidden = 2048;
+    c.multiprocessor_count = sms;
+    run_fwd(c);
+  }
+}
+
+TEST_F(NormFwdGpu, BitwiseDeterministic) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (size_t hidden : {size_t{4096}, size_t{5000}, size_t{262144}}) {
+      FwdCase c;
+      c.norm = norm;
+      c.hidden = hidden;
+      c.rows = hidden > 100000 ? 4 : 64;
+      const FwdResult a = run_fwd(c, false);
+      const FwdResult b = run_fwd(c, false);
+      EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z"));
+      EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma"));
+    }
+  }
+}
+
+// The tuned kernel and the general kernel of the same key agree within one unit of the
+// output type: run the general entry directly with the same arguments.
+TEST_F(NormFwdGpu, TunedAndGeneralAgreeWithinOneUnit) {
+  const Registry& registry = kernel_registry();
+  for (DType t : kWide) {
+    for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+      for (uint32_t hidden : {1024u, 7168u}) {
+        NormKey key{norm, Stage::kForward, t, t, t, DType::kFloat32, hidden, ScalingMode::kNone, 0};
+        const size_t rows = 50, n = rows * hidden;
+        const HostArray x = random_array(t, n, hidden, 0.3), g = random_array(t, hidden, 9, 1.0, 0.2),
+                        b = random_array(t, hidden, 10);
+        DeviceArray dx = DeviceArray::from_host(x), dg = DeviceArray::from_host(g),
+                    db = DeviceArray::from_host(b);
+        DeviceArray z1(t, n), z2(t, n), mu(DType::kFloat32, rows), rs(DType::kFloat32, rows);
+        FwdArgs args;
+        args.params.x = dx.ptr;
+        args.params.gamma = dg.ptr;
+        args.params.beta = db.ptr;
+        args.params.mu = reinterpret_cast<float*>(mu.ptr);
+        args.params.rsigma = reinterpret_cast<float*>(rs.ptr);
+        args.params.rows = rows;
+        args.params.hidden = static_cast<int>(hidden);
+        args.params.epsilon = 1e-5f;
+        args.sm_bound = device_info(current_device()).sm_count;
+        args.clusters = device_info(current_device()).supports_clusters;
+        const Selection sel = registry.select(key, current_arch_family(), &args);
+        ASSERT_TRUE(sel.tuned) << to_string(key);
+        const KernelEntry* general = registry.select(key.general(), ArchFamily::kAny, &args).entry;
+        ASSERT_NE(general, nullptr);
+        args.params.z = z1.ptr;
+        sel.entry->run(&args, nullptr);
+        args.params.z = z2.ptr;
+        general->run(&args, nullptr);
+        const HostArray a = z1.to_host(), c = z2.to_host();
+        std::vector<double> av = a.values();
+        EXPECT_TRUE(close_to_reference(c, av, {output_tolerance(t).rtol, 0}, to_string(key)));
+      }
+    }
+  }
+}
+
+TEST_F(NormFwdGpu, FallbackWarnsOncePerKey) {
+  unsetenv("NORMTUNE_WARN_FALLBACK");
+  FwdCase c;
+  c.norm = NormType::kLayerNorm;
+  c.wtype = c.itype = c.otype = DType::kFloat16;
+  c.hidden = 4001;  // no other test uses this key
+  ::testing::internal::CaptureStderr();
+  run_fwd(c);
+  run_fwd(c);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err,
+            "normtune: falling back to the general kernel: no tuned kernel for LayerNorm Forward "
+            "hidden=4001 wtype=fp16 itype=fp16 otype=fp16 ctype=fp32 (" +
+                std::string(arch_family_name(current_arch_family())) + ")\n");
+}
+
+TEST_F(NormFwdGpu, WorkspaceProtocol) {
+  DeviceArray x(DType::kBFloat16, 4 * 64), g(DType::kBFloat16, 64), z(DType::kBFloat16, 4 * 64),
+      rs(DType::kFloat32, 4);
+  TensorHandle tx(x, {4, 64}), tg(g, {64}), tz(z, {4, 64}), trs(rs, {4});
+  TensorHandle ws;
+  nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, nullptr);  // query
+  const NVTEShape shape = nvte_tensor_shape(ws);
+  ASSERT_EQ(shape.ndim, 1u);
+  EXPECT_EQ(shape.data[0], 0u);
+  EXPECT_EQ(nvte_tensor_type(ws), kNVTEByte);
+  // A workspace of another size is an error.
+  DeviceBuffer wrong(64);
+  TensorHandle bad(wrong.get(), {64}, DType::kByte);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, bad, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace'")));
+}
+
+TEST_F(NormFwdGpu, RejectedCallWritesNothing) {
+  FwdCase c;
+  DeviceArray x(DType::kBFloat16, 7 * 4096), g(DType::kFloat16, 4096), z(DType::kBFloat16, 7 * 4096),
+      rs(DType::kFloat32, 7);
+  z.poison();
+  rs.poison();
+  const HostArray before = z.to_host();
+  TensorHandle tx(x, {7, 4096}), tg(g, {4096}), tz(z, {7, 4096}), trs(rs, {7}), ws;
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected dtype bf16 (x's) or fp32, got fp16")));
+  EXPECT_TRUE(same_bits(before, z.to_host(), "z after a rejected call"));
+}
+
+TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      FwdCase c;
+      c.rows = 16;
+      c.hidden = 2048 + 8 * t;
+      c.seed = 1000 + t;
+      run_fwd(c);
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace
+}  // namespace normtune::test

@@ -1,0 +1,433 @@
+// `normtune bench`: CUDA-event timing of the forward normalizations, with warm-up, the L2
+// flushed before every repetition, the median (and 10th/90th percentiles) of many
+// repetitions; every result is given in µs, TB/s, % of the copy bandwidth measured in the
+// same run (a 2 GiB device copy), and as a ratio to a same-shape memory operation timed in
+// the same run (a copy x -> z for a norm, 2 reads + 2 writes for the fused add). Decode
+// shapes (rows <= 128) are also timed per call inside a CUDA graph of many calls.
+#include "bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <normtune/common/convert.h>
+#include <normtune/common/device_info.h>
+#include <normtune/common/error.h>
+#include <normtune/normalization.h>
+#include <normtune/normtune.h>
+#include <normtune/reference.h>
+
+#include "bench_kernels.h"
+
+namespace normtune::bench {
+
+const char* const kHelp = R"(normtune bench [options]
+  Times the forward kernels on the GPU. Without options: RMSNorm, LayerNorm and the fused
+  add + RMSNorm in bf16 over the default suite of LLM shapes:
+    4096x4096 4096x8192 8192x7168 16384x4096 32768x8192 16384x1536 65536x128
+    8192x32768 4096x65536 1024x262144, and the decode shapes 1x4096 128x7168.
+  Options:
+    --ops LIST       rmsnorm,layernorm,rmsnorm_add (default: all three)
+    --dtype T        bf16 | fp16 | fp32: x, gamma and z (default bf16)
+    --shapes LIST    MxN,MxN,... (default: the suite above)
+    --reps N         timed repetitions per measurement (default 200; at least 100 advised)
+    --warmup N       untimed runs first (default 20)
+    --verify         check each result against the fp64 reference before timing (every
+                     row when rows x hidden <= 16M, else 64 sampled rows)
+    --csv FILE       write the results as CSV
+    --json FILE      write the results as JSON
+  Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
+  of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
+  Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
+  gamma, write z, residual_out, rsigma. Baselines: copy of x into z (cudaMemcpyAsync); for
+  the fused add a kernel that reads two tensors and writes two.
+  Without a GPU: says so, lists the registry and exits 0.
+)";
+
+namespace {
+
+struct Options {
+  std::vector<std::string> ops{"rmsnorm", "layernorm", "rmsnorm_add"};
+  DType dtype = DType::kBFloat16;
+  std::vector<std::pair<size_t, size_t>> shapes{
+      {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
+      {65536, 128},  {8192, 32768}, {4096, 65536}, {1024, 262144}, {1, 4096},   {128, 7168}};
+  int reps = 200;
+  int warmup = 20;
+  bool verify = false;
+  std::string csv, json;
+};
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.emplace_back(s.substr(start, end == std::string_view::npos ? s.size() - start : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+Options parse(const std::vector<std::string_view>& args) {
+  Options o;
+  auto value = [&](size_t& i) -> std::string_view {
+    NORMTUNE_CHECK(i + 1 < args.size(), "bench: option ", args[i], " needs a value");
+    return args[++i];
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--ops") {
+      o.ops = split(value(i), ',');
+      for (const auto& op : o.ops) {
+        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm" || op == "rmsnorm_add",
+                       "bench: unknown op '", op, "' (rmsnorm, layernorm, rmsnorm_add)");
+      }
+    } else if (a == "--dtype") {
+      const std::string_view t = value(i);
+      NORMTUNE_CHECK(dtype_from_name(t, &o.dtype) && is_wide_float(o.dtype), "bench: --dtype ",
+                     t, ": expected bf16, fp16 or fp32");
+    } else if (a == "--shapes") {
+      o.shapes.clear();
+      for (const auto& s : split(value(i), ',')) {
+        const size_t x = s.find('x');
+        NORMTUNE_CHECK(x != std::string::npos, "bench: shape '", s, "': expected MxN");
+        o.shapes.emplace_back(std::stoull(s.substr(0, x)), std::stoull(s.substr(x + 1)));
+      }
+    } else if (a == "--reps") {
+      o.reps = std::stoi(std::string(value(i)));
+      NORMTUNE_CHECK(o.reps >= 1, "bench: --reps must be >= 1");
+    } else if (a == "--warmup") {
+      o.warmup = std::stoi(std::string(value(i)));
+    } else if (a == "--verify") {
+      o.verify = true;
+    } else if (a == "--csv") {
+      o.csv = value(i);
+    } else if (a == "--json") {
+      o.json = value(i);
+    } else {
+      NORMTUNE_ERROR("bench: unknown option '", a, "' (see normtune bench --help)");
+    }
+  }
+  return o;
+}
+
+struct DeviceMem {
+  void* ptr = nullptr;
+  explicit DeviceMem(size_t bytes) { NORMTUNE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+  ~DeviceMem() { (void)cudaFree(ptr); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+struct Handle {
+  NVTETensor h = nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
+  Handle(void* p, std::vector<size_t> shape, DType t) {
+    NVTEBasicTensor b{p, static_cast<NVTEDType>(t), nvte_make_shape(shape.data(), shape.size())};
+    nvte_set_tensor_param_v2(h, kNVTERowwiseData, &b, sizeof(b));
+  }
+  ~Handle() { nvte_destroy_tensor(h); }
+  operator NVTETensor() const { return h; }
+};
+
+struct Timing {
+  double median_us = 0, p10_us = 0, p90_us = 0;
+};
+
+class Timer {
+ public:
+  explicit Timer(size_t l2_bytes) : flush_bytes_(std::max<size_t>(2 * l2_bytes, 64u << 20)), flush_(flush_bytes_) {
+    NORMTUNE_CUDA_CHECK(cudaStreamCreate(&stream_));
+    NORMTUNE_CUDA_CHECK(cudaEventCreate(&start_));
+    NORMTUNE_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Timer() {
+    (void)cudaEventDestroy(start_);
+    (void)cudaEventDestroy(stop_);
+    (void)cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream() const { return stream_; }
+
+  // Median over reps of fn's time on the stream, with the L2 flushed (by writing a buffer
+  // twice its size) before each repetition.
+  Timing time(const std::function<void(cudaStream_t)>& fn, int warmup, int reps) {
+    for (int i = 0; i < warmup; ++i) fn(stream_);
+    std::vector<double> us;
+    us.reserve(reps);
+    for (int i = 0; i < reps; ++i) {
+      NORMTUNE_CUDA_CHECK(cudaMemsetAsync(flush_.ptr, i & 0xFF, flush_bytes_, stream_));
+      NORMTUNE_CUDA_CHECK(cudaEventRecord(start_, stream_));
+      fn(stream_);
+      NORMTUNE_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+      NORMTUNE_CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      NORMTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      us.push_back(ms * 1e3);
+    }
+    return summarize(us);
+  }
+
+  // Per-call time of `calls` back-to-back calls captured in one CUDA graph (launch gaps
+  // removed), median over reps of graph launches. Inputs stay in L2: this is latency.
+  Timing time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int reps) {
+    fn(stream_);  // first call outside the capture (one-time setup, warnings)
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    NORMTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < calls; ++i) fn(stream_);
+    NORMTUNE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    NORMTUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < 5; ++i) NORMTUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+      NORMTUNE_CUDA_CHECK(cudaEventRecord(start_, stream_));
+      NORMTUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+      NORMTUNE_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+      NORMTUNE_CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      NORMTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      us.push_back(ms * 1e3 / calls);
+    }
+    NORMTUNE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    NORMTUNE_CUDA_CHECK(cudaGraphDestroy(graph));
+    return summarize(us);
+  }
+
+ private:
+  static Timing summarize(std::vector<double> us) {
+    std::sort(us.begin(), us.end());
+    auto at = [&](double q) { return us[static_cast<size_t>(q * (us.size() - 1))]; };
+    return {at(0.5), at(0.1), at(0.9)};
+  }
+  size_t flush_bytes_;
+  DeviceMem flush_;
+  cudaStream_t stream_{};
+  cudaEvent_t start_{}, stop_{};
+};
+
+void fill_random(void* dev, DType t, size_t n, uint32_t seed, double mean, double stddev) {
+  std::vector<uint8_t> host(dtype_storage_bytes(t, n));
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(mean, stddev);
+  // Random values for a window, repeated (keeps the setup fast on multi-GB tensors).
+  const size_t window = std::min<size_t>(n, 1 << 20);
+  for (size_t i = 0; i < window; ++i) float_to_dtype(t, static_cast<float>(dist(rng)), host.data(), i);
+  const size_t wbytes = dtype_storage_bytes(t, window);
+  for (size_t off = wbytes; off < host.size(); off += wbytes) {
+    std::copy_n(host.begin(), std::min(wbytes, host.size() - off), host.begin() + off);
+  }
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
+}
+
+struct Result {
+  std::string op, dtype, kernel;
+  bool tuned = false;
+  size_t rows = 0, hidden = 0;
+  double bytes = 0;
+  Timing t, base;
+  std::string base_name;
+  double graph_us = -1, base_graph_us = -1;
+  std::string verified = "no";
+};
+
+std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) {
+  std::vector<uint8_t> raw(dtype_storage_bytes(t, n));
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(raw.data(), static_cast<const char*>(dev) + dtype_storage_bytes(t, offset),
+                                 raw.size(), cudaMemcpyDeviceToHost));
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = dtype_to_float(t, raw.data(), i);
+  return v;
+}
+
+// Compares sampled rows of z (and rsigma) with the fp64 reference; "ok (N rows)" or throws.
+std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, const void* x,
+                   const void* residual, const void* gamma, const void* beta, const void* z,
+                   const void* rsigma, float eps) {
+  std::vector<size_t> sample;
+  if (rows * hidden <= (16u << 20)) {
+    for (size_t r = 0; r < rows; ++r) sample.push_back(r);
+  } else {
+    std::mt19937 rng(7);
+    for (size_t r = 0; r < 64; ++r) sample.push_back(r < 2 ? r * (rows - 1) : rng() % rows);
+  }
+  const std::vector<double> g = download(gamma, t, 0, hidden);
+  const std::vector<double> b = beta ? download(beta, t, 0, hidden) : std::vector<double>(hidden);
+  const double rtol = t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5;
+  for (size_t r : sample) {
+    const std::vector<double> xv = download(x, t, r * hidden, hidden);
+    const std::vector<double> rv = residual ? download(residual, t, r * hidden, hidden) : std::vector<double>();
+    reference::FwdInputs in;
+    in.norm = op == "layernorm" ? NormType::kLayerNorm : NormType::kRMSNorm;
+    in.rows = 1;
+    in.hidden = static_cast<int64_t>(hidden);
+    in.x = xv.data();
+    in.residual = residual ? rv.data() : nullptr;
+    in.gamma = g.data();
+    in.beta = b.data();
+    in.epsilon = eps;
+    in.itype = t;
+    const reference::FwdOutputs want = reference::norm_fwd(in);
+    const std::vector<double> got = download(z, t, r * hidden, hidden);
+    const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
+    NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op, " ",
+                   rows, "x", hidden, " row ", r, ": rsigma ", rs[0], ", reference ", want.rsigma[0]);
+    for (size_t h = 0; h < hidden; ++h) {
+      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= rtol * std::fabs(want.z[h]) + 1e-5, "verify ", op,
+                     " ", rows, "x", hidden, " row ", r, " col ", h, ": z ", got[h], ", reference ",
+                     want.z[h]);
+    }
+  }
+  return detail::concat("ok (", sample.size(), " rows)");
+}
+
+double copy_peak_tbps(Timer& timer, int reps) {
+  const size_t bytes = size_t{2} << 30;
+  DeviceMem a(bytes), b(bytes);
+  NORMTUNE_CUDA_CHECK(cudaMemset(a.ptr, 1, bytes));
+  const Timing t = timer.time(
+      [&](cudaStream_t s) { NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, s)); },
+      3, std::max(10, reps / 10));
+  return 2.0 * bytes / (t.median_us * 1e-6) / 1e12;
+}
+
+void write_outputs(const Options& o, const std::vector<Result>& results, double peak,
+                   const DeviceInfo& dev) {
+  auto tbps = [](const Result& r) { return r.bytes / (r.t.median_us * 1e-6) / 1e12; };
+  if (!o.csv.empty()) {
+    std::ofstream f(o.csv);
+    f << "op,dtype,rows,hidden,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
+         "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,verified\n";
+    for (const Result& r : results) {
+      f << r.op << ',' << r.dtype << ',' << r.rows << ',' << r.hidden << ',' << r.kernel << ','
+        << (r.tuned ? 1 : 0) << ',' << r.t.median_us << ',' << r.t.p10_us << ',' << r.t.p90_us << ','
+        << tbps(r) << ',' << 100 * tbps(r) / peak << ',' << r.base_name << ',' << r.base.median_us << ','
+        << r.t.median_us / r.base.median_us << ',' << r.graph_us << ',' << r.base_graph_us << ','
+        << r.verified << '\n';
+    }
+  }
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << "{\n  \"device\": \"" << dev.name << "\",\n  \"sm_count\": " << dev.sm_count
+      << ",\n  \"copy_peak_tbps\": " << peak << ",\n  \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype << "\", \"rows\": " << r.rows
+        << ", \"hidden\": " << r.hidden << ", \"kernel\": \"" << r.kernel << "\", \"tuned\": "
+        << (r.tuned ? "true" : "false") << ", \"us\": " << r.t.median_us << ", \"p10_us\": " << r.t.p10_us
+        << ", \"p90_us\": " << r.t.p90_us << ", \"tbps\": " << tbps(r) << ", \"pct_copy_peak\": "
+        << 100 * tbps(r) / peak << ", \"baseline\": \"" << r.base_name << "\", \"baseline_us\": "
+        << r.base.median_us << ", \"ratio_to_baseline\": " << r.t.median_us / r.base.median_us
+        << ", \"graph_us_per_call\": " << r.graph_us << ", \"baseline_graph_us_per_call\": "
+        << r.base_graph_us << ", \"verified\": \"" << r.verified << "\"}"
+        << (i + 1 < results.size() ? "," : "") << "\n";
+    }
+    f << "  ]\n}\n";
+  }
+}
+
+}  // namespace
+
+int run(const std::vector<std::string_view>& args) {
+  const Options o = parse(args);
+  if (device_count() == 0) {
+    std::printf("normtune bench: no GPU is visible to this process (no device or no driver), so "
+                "nothing can be timed.\nThe kernels this build would choose from:\n\n");
+    return -1;  // the caller lists the registry and exits 0
+  }
+  const DeviceInfo& dev = device_info(current_device());
+  Timer timer(dev.l2_bytes);
+  const double peak = copy_peak_tbps(timer, o.reps);
+  std::printf("device: %s (%d SMs); 2 GiB device copy: %.2f TB/s (the 100%% below)\n", dev.name.c_str(),
+              dev.sm_count, peak);
+  std::printf("timing: median of %d reps after %d warm-up, L2 flushed before each; decode rows <= 128 "
+              "also per call in a CUDA graph\n\n", o.reps, o.warmup);
+  std::printf("%-12s %-5s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype", "shape",
+              "us", "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
+
+  const DType t = o.dtype;
+  const size_t e = dtype_storage_bytes(t, 1);
+  std::vector<Result> results;
+  for (const auto& [rows, hidden] : o.shapes) {
+    const size_t n = rows * hidden;
+    DeviceMem x(n * e), res(n * e), z(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
+        mu(rows * 4), rsigma(rows * 4);
+    fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+    fill_random(res.ptr, t, n, 2, 0.0, 1.0);
+    fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
+    fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
+    Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
+        hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
+        hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
+        ws(nullptr, {0}, DType::kByte);  // forward needs no workspace: the query's answer is [0]
+    const float eps = 1e-5f;
+
+    for (const std::string& op : o.ops) {
+      std::function<void(cudaStream_t)> call;
+      Result r;
+      r.op = op;
+      r.dtype = std::string(dtype_name(t));
+      r.rows = rows;
+      r.hidden = hidden;
+      if (op == "rmsnorm") {
+        call = [&](cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, ws, 0, false, s); };
+        r.bytes = 2.0 * n * e + hidden * e + 4.0 * rows;
+      } else if (op == "layernorm") {
+        call = [&](cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, ws, 0, false, s); };
+        r.bytes = 2.0 * n * e + 2.0 * hidden * e + 8.0 * rows;
+      } else {
+        call = [&](cudaStream_t s) {
+          normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, ws, 0, false, s);
+        };
+        r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows;
+      }
+      call(timer.stream());
+      NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+      const KernelChoice k = last_kernel();
+      r.kernel = k.name;
+      r.tuned = k.tuned;
+      if (o.verify) {
+        r.verified = verify(op, t, rows, hidden, x.ptr, op == "rmsnorm_add" ? res.ptr : nullptr, gamma.ptr,
+                            op == "layernorm" ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
+      }
+      r.t = timer.time(call, o.warmup, o.reps);
+      std::function<void(cudaStream_t)> base;
+      if (op == "rmsnorm_add") {
+        r.base_name = "2r2w";
+        base = [&](cudaStream_t s) {
+          launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
+        };
+      } else {
+        r.base_name = "copy";
+        base = [&](cudaStream_t s) {
+          NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(z.ptr, x.ptr, n * e, cudaMemcpyDeviceToDevice, s));
+        };
+      }
+      r.base = timer.time(base, o.warmup, o.reps);
+      if (rows <= 128) {
+        r.graph_us = timer.time_graph(call, 100, 50).median_us;
+        r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
+      }
+      const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
+      std::printf("%-12s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
+                  op.c_str(), r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
+                  100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
+                  r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
+                  r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),
+                  r.kernel.c_str(), r.tuned ? " (tuned)" : " (general)");
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+  write_outputs(o, results, peak, dev);
+  return 0;
+}
+
+}  // namespace normtune::bench

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: configure, build with every core, run the gpu-labelled
+# tests and the benchmark, leave logs and JSON under $OUT (default ./out).
+#   GPU_CHECK_STEPS  which steps to run (default "build test bench"); add "sanitize" for
+#                    compute-sanitizer memcheck + racecheck on a subset of the GPU tests
+#   BENCH_ARGS       extra arguments for normtune bench
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-$root/out}"
+mkdir -p "$out"
+build="${NORMTUNE_BUILD_DIR:-$root/build-gpu}"
+steps="${GPU_CHECK_STEPS:-build test bench}"
+export PATH="/usr/local/cuda/bin:$PATH"
+status=0
+step() { echo "== $(date +%T) $*"; }
+
+if [[ " $steps " == *" build "* ]]; then
+  step "build"
+  start=$(date +%s)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 \
+    >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  if ! cmake --build "$build" --parallel "$(nproc)" >"$out/build.log" 2>&1; then
+    grep -E "error|Error" "$out/build.log" | head -40
+    exit 1
+  fi
+  echo "build: $(( $(date +%s) - start )) s on $(nproc) cores"
+fi
+if [[ " $steps " == *" test "* ]]; then
+  step "ctest -L gpu"
+  ctest --test-dir "$build" -L gpu --output-on-failure -j 2 --timeout 900 >"$out/ctest_gpu.log" 2>&1 || status=1
+  tail -15 "$out/ctest_gpu.log"
+  step "ctest -L cpu"
+  ctest --test-dir "$build" -L cpu -j 8 >"$out/ctest_cpu.log" 2>&1 || status=1
+  tail -3 "$out/ctest_cpu.log"
+fi
+if [[ " $steps " == *" sanitize "* ]]; then
+  step "compute-sanitizer"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_forward" \
+      --gtest_filter='NormFwdGpu.FusedAdd*:NormFwdGpu.Unaligned*:NormFwdGpu.ZeroRows*:Registry/TunedFwdGpu.*sm90_rmsnorm_fwd_bf16_bf16_bf16_h7168*' \
+      >"$out/sanitize_$tool.log" 2>&1 || status=1
+    tail -3 "$out/sanitize_$tool.log"
+  done
+fi
+if [[ " $steps " == *" bench "* ]]; then
+  step "bench"
+  # shellcheck disable=SC2086
+  "$build/tools/normtune" bench --verify --json "$out/bench.json" --csv "$out/bench.csv" ${BENCH_ARGS:-} \
+    2>&1 | tee "$out/bench.log" || status=1
+fi
+exit $status
