@@ -37,6 +37,7 @@ const char* const kHelp = R"(normtune bench [options]
     --ops LIST       rmsnorm,layernorm,rmsnorm_add (default: all three)
     --dtype T        bf16 | fp16 | fp32: x, gamma and z (default bf16)
     --shapes LIST    MxN,MxN,... (default: the suite above)
+    --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
     --warmup N       untimed runs first (default 20)
     --verify         check each result against the fp64 reference before timing (every
@@ -59,6 +60,7 @@ struct Options {
   std::vector<std::pair<size_t, size_t>> shapes{
       {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
       {65536, 128},  {8192, 32768}, {4096, 65536}, {1024, 262144}, {1, 4096},   {128, 7168}};
+  int sms = 0;
   int reps = 200;
   int warmup = 20;
   bool verify = false;
@@ -102,6 +104,8 @@ Options parse(const std::vector<std::string_view>& args) {
         NORMTUNE_CHECK(x != std::string::npos, "bench: shape '", s, "': expected MxN");
         o.shapes.emplace_back(std::stoull(s.substr(0, x)), std::stoull(s.substr(x + 1)));
       }
+    } else if (a == "--sms") {
+      o.sms = std::stoi(std::string(value(i)));
     } else if (a == "--reps") {
       o.reps = std::stoi(std::string(value(i)));
       NORMTUNE_CHECK(o.reps >= 1, "bench: --reps must be >= 1");
@@ -377,14 +381,14 @@ int run(const std::vector<std::string_view>& args) {
       r.rows = rows;
       r.hidden = hidden;
       if (op == "rmsnorm") {
-        call = [&](cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, ws, 0, false, s); };
+        call = [&](cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, ws, o.sms, false, s); };
         r.bytes = 2.0 * n * e + hidden * e + 4.0 * rows;
       } else if (op == "layernorm") {
-        call = [&](cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, ws, 0, false, s); };
+        call = [&](cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, ws, o.sms, false, s); };
         r.bytes = 2.0 * n * e + 2.0 * hidden * e + 8.0 * rows;
       } else {
         call = [&](cudaStream_t s) {
-          normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, ws, 0, false, s);
+          normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, ws, o.sms, false, s);
         };
         r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows;
       }

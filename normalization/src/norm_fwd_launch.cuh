@@ -30,7 +30,7 @@ bool fwd_vector_aligned(const FwdParams& p) {
 // Resident CTAs per SM for a kernel at a block size, asked once per (kernel, block size).
 template <typename Kernel>
 int resident_ctas_per_sm(Kernel kernel, int threads) {
-  static std::array<std::atomic<int>, 1024 / kWarp + 1> cache{};
+  static std::array<std::atomic<int>, kMaxCtaThreads / kWarp + 1> cache{};
   std::atomic<int>& slot = cache[threads / kWarp];
   int n = slot.load(std::memory_order_relaxed);
   if (n == 0) {
@@ -93,6 +93,7 @@ struct TunedFwd {
   static constexpr int kVec = 16 / sizeof(I);
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
   static_assert(kN * kG * kC * kVec >= kHidden, "the tuned layout does not cover the row");
+  static_assert(kG <= kMaxCtaThreads && kC <= 8, "at most 512 threads per row per CTA, 8 CTAs");
   static constexpr int kRowsPerCta = kG >= 256 ? 1 : 256 / kG;
 
   static const char* can_implement(const void* opaque) {

@@ -7,8 +7,8 @@ namespace normtune {
 namespace {
 
 constexpr int kWarpSize = platform::kWarpSize;
-constexpr int kMaxThreads = 1024;
-constexpr int kMaxCluster = 8;  // portable cluster size on sm_90
+constexpr int kMaxThreads = 512;  // the kernels' launch bound: up to 128 registers per thread
+constexpr int kMaxCluster = 8;    // portable cluster size on sm_90
 constexpr int kTargetThreads = 256;
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -25,7 +25,15 @@ FwdPlan one_cta(int nvec, int n) {
   FwdPlan plan;
   plan.vecs_per_thread = n;
   plan.threads_per_row = group_size(ceil_div(nvec, n));
-  plan.rows_per_cta = plan.threads_per_row >= kTargetThreads ? 1 : kTargetThreads / plan.threads_per_row;
+  plan.rows_per_cta =
+      plan.threads_per_row >= kTargetThreads ? 1 : kTargetThreads / plan.threads_per_row;
+  return plan;
+}
+
+FwdPlan streaming() {
+  FwdPlan plan;
+  plan.vecs_per_thread = 0;
+  plan.threads_per_row = kMaxThreads;
   return plan;
 }
 
@@ -35,38 +43,27 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   if (vec == 1) {
     // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
-    if (nvec <= 8 * kMaxThreads) return one_cta(nvec, 8);
-    FwdPlan plan;
-    plan.vecs_per_thread = 0;
-    plan.threads_per_row = kMaxThreads;
-    return plan;
+    return nvec <= 8 * kMaxThreads ? one_cta(nvec, 8) : streaming();
   }
-  // Up to a few vectors per thread with a moderate CTA; more registers before more threads.
+  // A few vectors per thread with a moderate CTA; more registers before more threads.
   for (int n : {1, 2, 4}) {
     if (nvec <= n * kTargetThreads) return one_cta(nvec, n);
   }
-  if (nvec <= 8 * 512) return one_cta(nvec, 8);
-  // Rows too long for one CTA's registers: split over a cluster.
+  if (nvec <= 8 * kMaxThreads) return one_cta(nvec, 8);
+  // Rows too long for one CTA's registers: split over a cluster, or stream through L2.
   if (clusters) {
     for (int n : {4, 8}) {
-      for (int threads : {512, 1024}) {
-        const int c = ceil_div(nvec, n * threads);
-        if (c <= kMaxCluster) {
-          FwdPlan plan;
-          plan.vecs_per_thread = n;
-          plan.ctas_per_row = c;
-          plan.threads_per_row = group_size(ceil_div(nvec, n * c));
-          return plan;
-        }
+      const int c = ceil_div(nvec, n * kMaxThreads);
+      if (c <= kMaxCluster) {
+        FwdPlan plan;
+        plan.vecs_per_thread = n;
+        plan.ctas_per_row = c;
+        plan.threads_per_row = group_size(ceil_div(nvec, n * c));
+        return plan;
       }
     }
-  } else if (nvec <= 8 * kMaxThreads) {
-    return one_cta(nvec, 8);
   }
-  FwdPlan plan;
-  plan.vecs_per_thread = 0;
-  plan.threads_per_row = kMaxThreads;
-  return plan;
+  return streaming();
 }
 
 }  // namespace normtune

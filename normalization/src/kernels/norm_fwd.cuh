@@ -17,6 +17,9 @@
 // (persistent), keeping its gamma (and beta) in registers when kN is small.
 // kN == 0 is the streaming variant for rows too long for registers: it re-reads the row
 // (from L2) instead of holding it.
+// LayerNorm's two statistics are reduced together (one barrier per row): the sums of
+// d = v - shift and d^2, with shift the row's first value, give mean = shift + E[d] and
+// var = E[d^2] - E[d]^2 without the cancellation of E[v^2] - E[v]^2 when |mean| >> stddev.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +50,64 @@ struct FwdShape {
   static constexpr int kC = kC_;            // CTAs per row (cluster size)
 };
 
+// The input of the norm, vector by vector: x, or x + residual added in fp32 and rounded to
+// I (written to residual_out when `store`, once per element).
+template <typename I, int kVec, bool kAdd>
+__device__ __forceinline__ void load_input(const FwdParams& p, int64_t offset, Vec<I, kVec>& in,
+                                           bool store) {
+  in.load(static_cast<const I*>(p.x) + offset);
+  if constexpr (kAdd) {
+    Vec<I, kVec> r;
+    r.load(static_cast<const I*>(p.residual) + offset);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) in.v[k] = from_float<I>(to_float(in.v[k]) + to_float(r.v[k]));
+    if (store) in.store(static_cast<I*>(p.residual_out) + offset);
+  }
+}
+
+// A later pass over a row the first pass has read: the input again (x, or residual_out).
+template <typename I, int kVec, bool kAdd>
+__device__ __forceinline__ void reload_input(const FwdParams& p, int64_t offset, Vec<I, kVec>& in) {
+  in.load(static_cast<const I*>(kAdd ? p.residual_out : p.x) + offset);
+}
+
+// Adds the statistics of the vector: RMSNorm sum(v^2); LayerNorm sum(d), sum(d^2) with
+// d = v - shift (a value of the row, so that E[d^2] - E[d]^2 does not cancel badly).
+template <bool kRms, typename I, int kVec, int K>
+__device__ __forceinline__ void accumulate(const Vec<I, kVec>& in, float shift, Sums<K>& s) {
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const float d = to_float(in.v[k]) - shift;
+    if constexpr (kRms) {
+      s.v[0] += d * d;
+    } else {
+      s.v[0] += d;
+      s.v[1] += d * d;
+    }
+  }
+}
+
+template <bool kRms, typename I, typename W, typename O, int kVec>
+__device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
+                                             const Vec<W, kVec>& b, float mean, float rsigma,
+                                             float gamma_shift, O* z) {
+  Vec<O, kVec> out;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    float y = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
+    if constexpr (!kRms) y += to_float(b.v[k]);
+    out.v[k] = from_float<O>(y);
+  }
+  out.store(z);
+}
+
+// Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 2
+// vectors per thread; up to 128 when a thread holds more, or streams.
+template <typename Shape>
+inline constexpr int kFwdMinBlocks = Shape::kN == 1 || Shape::kN == 2 ? 2 : 1;
+
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(1024) norm_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;
@@ -57,13 +116,13 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const FwdParams p) {
   constexpr int kVec = Shape::kVec;
   constexpr int kN = Shape::kN;
   constexpr bool kStream = kN == 0;
+  constexpr int K = kRms ? 1 : 2;
   // Holding gamma/beta in registers across rows pays when it costs few registers.
-  constexpr bool kHoldWeights = !kStream && kN * kVec * sizeof(W) <= 64;
+  constexpr bool kHoldWeights = !kStream && kN * kVec * sizeof(W) * (kRms ? 1 : 2) <= 64;
   using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
-  using VO = Vec<O, kVec>;
 
-  __shared__ ReduceSmem smem;
+  __shared__ ReduceSmem<K> smem;
   int phase = 0;
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
@@ -74,23 +133,16 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const FwdParams p) {
   const int t = threadIdx.x % G;
   const int group = threadIdx.x / G;
   const int cta_rank = C > 1 ? platform::cluster_rank() : 0;
-  const int64_t first_tile = blockIdx.x / C;
-  const int64_t tile_stride = gridDim.x / C;
   const int64_t num_tiles = (p.rows + rows_per_cta - 1) / rows_per_cta;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
+  const W* gamma = static_cast<const W*>(p.gamma);
+  const W* beta = static_cast<const W*>(p.beta);
+  O* z = static_cast<O*>(p.z);
 
-  const I* __restrict__ xg = static_cast<const I*>(p.x);
-  // residual and residual_out may alias (in-place add): no __restrict__ on them.
-  const I* rg = static_cast<const I*>(p.residual);
-  const W* __restrict__ gg = static_cast<const W*>(p.gamma);
-  const W* __restrict__ bg = static_cast<const W*>(p.beta);
-  O* __restrict__ zg = static_cast<O*>(p.z);
-  I* rog = static_cast<I*>(p.residual_out);
-
-  // Vector index of the i-th vector of this thread; stream mode walks i until it passes nvec.
+  // Vector index of this thread's i-th vector of the row.
   auto vec_index = [&](int i) { return (i * C + cta_rank) * G + t; };
-  const int stream_steps = kStream ? (nvec + G * C - 1) / (G * C) : 0;
+  const int steps = kStream ? (nvec + G * C - 1) / (G * C) : kN;
 
   [[maybe_unused]] VW gamma_r[kHoldWeights ? kN : 1];
   [[maybe_unused]] VW beta_r[kHoldWeights ? kN : 1];
@@ -99,151 +151,90 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const FwdParams p) {
     for (int i = 0; i < kN; ++i) {
       const int v = vec_index(i);
       if (v < nvec) {
-        gamma_r[i].load(gg + static_cast<int64_t>(v) * kVec);
-        if constexpr (!kRms) beta_r[i].load(bg + static_cast<int64_t>(v) * kVec);
+        gamma_r[i].load(gamma + static_cast<int64_t>(v) * kVec);
+        if constexpr (!kRms) beta_r[i].load(beta + static_cast<int64_t>(v) * kVec);
       }
     }
   }
 
-  for (int64_t tile = first_tile; tile < num_tiles; tile += tile_stride) {
+  for (int64_t tile = blockIdx.x / C; tile < num_tiles; tile += gridDim.x / C) {
     const int64_t row = tile * rows_per_cta + group;
     const bool row_ok = row < p.rows;
     const int64_t base = row * hidden;
 
-    // The input of the norm for vector v: x, or x + residual rounded to I (stored as
-    // residual_out when `store` is set, once per element).
-    auto load_input = [&](int v, VI& in, bool store) {
-      in.load(xg + base + static_cast<int64_t>(v) * kVec);
-      if constexpr (kAdd) {
-        VI r;
-        r.load(rg + base + static_cast<int64_t>(v) * kVec);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) in.v[k] = from_float<I>(to_float(in.v[k]) + to_float(r.v[k]));
-        if (store) in.store(rog + base + static_cast<int64_t>(v) * kVec);
+    float shift = 0.f;
+    if constexpr (!kRms) {
+      if (row_ok) {
+        Vec<I, 1> first;
+        load_input<I, 1, kAdd>(p, base, first, false);
+        shift = to_float(first.v[0]);
       }
-    };
+    }
 
     [[maybe_unused]] VI x_r[kStream ? 1 : kN];
-    float sum = 0.f;
+    Sums<K> s{};
     if constexpr (!kStream) {
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         const int v = vec_index(i);
         if (row_ok && v < nvec) {
-          load_input(v, x_r[i], true);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const float f = to_float(x_r[i].v[k]);
-            sum += kRms ? f * f : f;
-          }
+          load_input<I, kVec, kAdd>(p, base + static_cast<int64_t>(v) * kVec, x_r[i], true);
+          accumulate<kRms>(x_r[i], shift, s);
         }
       }
     } else {
-      for (int i = 0; i < stream_steps; ++i) {
+      for (int i = 0; i < steps; ++i) {
         const int v = vec_index(i);
         if (row_ok && v < nvec) {
           VI in;
-          load_input(v, in, true);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const float f = to_float(in.v[k]);
-            sum += kRms ? f * f : f;
-          }
+          load_input<I, kVec, kAdd>(p, base + static_cast<int64_t>(v) * kVec, in, true);
+          accumulate<kRms>(in, shift, s);
         }
       }
     }
-    sum = group_sum(sum, G, C, smem, phase);
+    s = group_sum(s, G, C, smem, phase);
 
     float mean = 0.f;
     float rsigma;
     if constexpr (kRms) {
-      rsigma = rsqrtf(sum * inv_hidden + p.epsilon);
+      rsigma = rsqrtf(s.v[0] * inv_hidden + p.epsilon);
     } else {
-      // Second pass over the held (or re-read) row: the variance about the mean, which
-      // keeps its precision when |mean| >> stddev.
-      mean = sum * inv_hidden;
-      float sq = 0.f;
-      if constexpr (!kStream) {
-#pragma unroll
-        for (int i = 0; i < kN; ++i) {
-          if (row_ok && vec_index(i) < nvec) {
-#pragma unroll
-            for (int k = 0; k < kVec; ++k) {
-              const float d = to_float(x_r[i].v[k]) - mean;
-              sq += d * d;
-            }
-          }
-        }
-      } else {
-        for (int i = 0; i < stream_steps; ++i) {
-          const int v = vec_index(i);
-          if (row_ok && v < nvec) {
-            VI in;
-            if constexpr (kAdd) {
-              in.load(rog + base + static_cast<int64_t>(v) * kVec);
-            } else {
-              in.load(xg + base + static_cast<int64_t>(v) * kVec);
-            }
-#pragma unroll
-            for (int k = 0; k < kVec; ++k) {
-              const float d = to_float(in.v[k]) - mean;
-              sq += d * d;
-            }
-          }
-        }
-      }
-      sq = group_sum(sq, G, C, smem, phase);
-      rsigma = rsqrtf(sq * inv_hidden + p.epsilon);
+      const float m1 = s.v[0] * inv_hidden;
+      mean = shift + m1;
+      rsigma = rsqrtf(fmaxf(s.v[1] * inv_hidden - m1 * m1, 0.f) + p.epsilon);
     }
-
     if (row_ok && t == 0 && cta_rank == 0) {
       p.rsigma[row] = rsigma;
       if constexpr (!kRms) p.mu[row] = mean;
     }
 
-    auto store_output = [&](int v, const VI& in, const VW& gv, const VW& bv) {
-      VO out;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float g = to_float(gv.v[k]) + gamma_shift;
-        float y = (to_float(in.v[k]) - mean) * rsigma * g;
-        if constexpr (!kRms) y += to_float(bv.v[k]);
-        out.v[k] = from_float<O>(y);
-      }
-      out.store(zg + base + static_cast<int64_t>(v) * kVec);
-    };
-    auto load_weights = [&](int v, VW& gv, VW& bv) {
-      gv.load(gg + static_cast<int64_t>(v) * kVec);
-      if constexpr (!kRms) bv.load(bg + static_cast<int64_t>(v) * kVec);
-    };
-
     if constexpr (!kStream) {
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         const int v = vec_index(i);
         if (row_ok && v < nvec) {
+          const int64_t off = static_cast<int64_t>(v) * kVec;
           if constexpr (kHoldWeights) {
-            store_output(v, x_r[i], gamma_r[i], beta_r[i]);
+            store_output<kRms>(x_r[i], gamma_r[i], beta_r[i], mean, rsigma, gamma_shift, z + base + off);
           } else {
-            VW gv, bv;
-            load_weights(v, gv, bv);
-            store_output(v, x_r[i], gv, bv);
+            VW g, b;
+            g.load(gamma + off);
+            if constexpr (!kRms) b.load(beta + off);
+            store_output<kRms>(x_r[i], g, b, mean, rsigma, gamma_shift, z + base + off);
           }
         }
       }
     } else {
-      for (int i = 0; i < stream_steps; ++i) {
+      for (int i = 0; i < steps; ++i) {
         const int v = vec_index(i);
         if (row_ok && v < nvec) {
+          const int64_t off = static_cast<int64_t>(v) * kVec;
           VI in;
-          if constexpr (kAdd) {
-            in.load(rog + base + static_cast<int64_t>(v) * kVec);
-          } else {
-            in.load(xg + base + static_cast<int64_t>(v) * kVec);
-          }
-          VW gv, bv;
-          load_weights(v, gv, bv);
-          store_output(v, in, gv, bv);
+          reload_input<I, kVec, kAdd>(p, base + off, in);
+          VW g, b;
+          g.load(gamma + off);
+          if constexpr (!kRms) b.load(beta + off);
+          store_output<kRms>(in, g, b, mean, rsigma, gamma_shift, z + base + off);
         }
       }
     }
