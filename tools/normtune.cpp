@@ -10,6 +10,7 @@
 #include <normtune/normtune.h>
 
 #include "bench.h"
+#include "tune.h"
 
 namespace {
 
@@ -27,6 +28,9 @@ Commands:
                          against same-shape memory copies measured in the same run (see
                          'normtune bench --help'). Without a GPU it says so, lists the
                          registry and exits 0.
+  tune [options]         Time every forward layout per hidden size on this GPU and print
+                         the fastest as lines for registry/tuned/<arch>.def (see
+                         'normtune tune --help').
   info                   Print the GPUs this process sees (name, SMs, architecture family).
   help, --help, -h       Print this text.
 
@@ -121,6 +125,13 @@ int main(int argc, char** argv) {
       }
       const int rc = normtune::bench::run(args);
       return rc >= 0 ? rc : cmd_list({});
+    }
+    if (cmd == "tune") {
+      if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::fputs(normtune::tune::kHelp, stdout);
+        return 0;
+      }
+      return normtune::tune::run(args);
     }
     if (cmd == "info") return cmd_info();
     return usage_error("unknown command '" + std::string(cmd) + "'");

@@ -67,8 +67,10 @@ bool workspace_query(NVTETensor workspace, size_t bytes_needed) {
   return false;
 }
 
-void run_selected(const NormKey& key, const void* args, cudaStream_t stream) {
-  const KernelEntry& entry = kernel_registry().get_kernel(key, current_arch_family(), args);
+void run_selected(const NormKey& key, const void* args, cudaStream_t stream, bool general_only) {
+  const KernelEntry& entry =
+      general_only ? kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args)
+                   : kernel_registry().get_kernel(key, current_arch_family(), args);
   t_last_kernel = &entry;
   entry.run(args, stream);
 }

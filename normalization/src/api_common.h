@@ -31,6 +31,8 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
 bool workspace_query(NVTETensor workspace, size_t bytes_needed);
 
 // Selects the entry for `key` on the current device and runs it; records it for last_kernel().
-void run_selected(const NormKey& key, const void* args, cudaStream_t stream);
+// general_only: skip tuned entries (the autotuner times the general kernel's layouts).
+void run_selected(const NormKey& key, const void* args, cudaStream_t stream,
+                  bool general_only = false);
 
 }  // namespace normtune

@@ -7,6 +7,7 @@
 
 #include "api_common.h"
 #include "norm_fwd_args.h"
+#include "norm_fwd_plan.h"
 
 namespace normtune {
 
@@ -132,7 +133,7 @@ void norm_fwd(NormType norm, bool fused_add, const FwdTensors& t, float epsilon,
   p.zero_centered_gamma = zero_centered_gamma;
   args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : dev.sm_count;
   args.clusters = dev.supports_clusters;
-  run_selected(key, &args, stream);
+  run_selected(key, &args, stream, forward_plan_override() != nullptr);
 }
 
 }  // namespace

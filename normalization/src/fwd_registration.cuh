@@ -56,16 +56,20 @@ struct FwdTunedConfig {
   int vecs_per_thread = 1;  // 16-byte vectors each thread holds in registers
   int threads_per_row = 1;  // threads sharing a row
   int ctas_per_row = 1;     // cluster size (CTAs sharing a row)
+  int rows_per_cta = 1;     // rows a CTA holds at once
+  bool persistent = true;   // grid bounded by resident CTAs, or one row tile per CTA
 };
 
-template <typename Traits, int kHidden, int kN, int kG, int kC>
+template <typename Traits, int kHidden, int kN, int kG, int kC, int kR, bool kPersistent>
 void add_tuned_fwd(Registry& registry, ArchFamily arch, const Provenance& provenance) {
-  using Tuned = TunedFwd<Traits, kHidden, kN, kG, kC>;
+  using Tuned = TunedFwd<Traits, kHidden, kN, kG, kC, kR, kPersistent>;
   KernelEntry e;
   e.key = fwd_key<Traits>(kHidden);
   e.arch = arch;
-  e.name = detail::concat(fwd_kernel_name<Traits>(), "_h", kHidden, "_n", kN, "_g", kG, "_c", kC);
-  e.config = detail::concat("vecs_per_thread=", kN, " threads_per_row=", kG, " ctas_per_row=", kC);
+  e.name = detail::concat(fwd_kernel_name<Traits>(), "_h", kHidden, "_n", kN, "_g", kG, "_c", kC,
+                          "_r", kR, kPersistent ? "_p" : "");
+  e.config = detail::concat("vecs_per_thread=", kN, " threads_per_row=", kG, " ctas_per_row=", kC,
+                            " rows_per_cta=", kR, " persistent=", kPersistent);
   e.can_implement = Tuned::can_implement;
   e.run = Tuned::run;
   e.provenance = provenance;

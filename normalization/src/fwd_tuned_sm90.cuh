@@ -18,7 +18,8 @@ void register_tuned_fwd_sm90(Registry& registry) {
     constexpr FwdTunedConfig cfg{NORMTUNE_UNPAREN config};                                        \
     add_tuned_fwd<FwdTraits<w, i, o, NormType::k##norm == NormType::kRMSNorm,                    \
                             Stage::k##stage == Stage::kForwardAdd>,                               \
-                  hidden, cfg.vecs_per_thread, cfg.threads_per_row, cfg.ctas_per_row>(           \
+                  hidden, cfg.vecs_per_thread, cfg.threads_per_row, cfg.ctas_per_row,            \
+                  cfg.rows_per_cta, cfg.persistent>(                                              \
         registry, ArchFamily::kSm90, Provenance{NORMTUNE_UNPAREN provenance});                    \
   }
 #include "registry/tuned/sm90.def"

@@ -52,7 +52,7 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int64_t resident =
       static_cast<int64_t>(args.sm_bound) * resident_ctas_per_sm(kernel, threads) / plan.ctas_per_row;
-  const int64_t clusters = std::max<int64_t>(1, std::min(tiles, resident));
+  const int64_t clusters = std::max<int64_t>(1, plan.persistent ? std::min(tiles, resident) : tiles);
   NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * plan.ctas_per_row),
                                        static_cast<unsigned>(threads), plan.ctas_per_row, stream,
                                        p));
@@ -67,7 +67,7 @@ void run_fwd_general(const void* opaque, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(I);
   const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
   const FwdPlan plan =
-      plan_forward(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
+      forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
   if (aligned) {
     switch (plan.vecs_per_thread) {
       case 1: return launch_fwd<Traits, FwdShape<kVec, 1>>(args, plan, stream);
@@ -87,14 +87,14 @@ void run_fwd_general(const void* opaque, cudaStream_t stream) {
 }
 
 // A tuned entry: hidden size and layout fixed at compile time; needs 16-byte aligned data.
-template <typename Traits, int kHidden, int kN, int kG, int kC>
+template <typename Traits, int kHidden, int kN, int kG, int kC, int kR, bool kPersistent>
 struct TunedFwd {
   using I = typename Traits::Input;
   static constexpr int kVec = 16 / sizeof(I);
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
-  static_assert(kN * kG * kC * kVec >= kHidden, "the tuned layout does not cover the row");
-  static_assert(kG <= kMaxCtaThreads && kC <= 8, "at most 512 threads per row per CTA, 8 CTAs");
-  static constexpr int kRowsPerCta = kG >= 256 ? 1 : 256 / kG;
+  static_assert(kN >= 1 && kN * kG * kC * kVec >= kHidden, "the tuned layout does not cover the row");
+  static_assert(kG * kR <= kMaxCtaThreads && kC <= 8 && (kC == 1 || kR == 1),
+                "at most 512 threads per CTA, 8 CTAs per row, one row per CTA in a cluster");
 
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
@@ -104,7 +104,7 @@ struct TunedFwd {
   }
   static void run(const void* opaque, cudaStream_t stream) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
-    const FwdPlan plan{kN, kG, kC, kC > 1 ? 1 : kRowsPerCta};
+    const FwdPlan plan{kN, kG, kC, kR, kPersistent};
     launch_fwd<Traits, FwdShape<kVec, kN, kHidden, kG, kC>>(args, plan, stream);
   }
 };

@@ -66,4 +66,40 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   return streaming();
 }
 
+bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
+  const int nvec = ceil_div(hidden, vec);
+  const bool shape_ok = p.threads_per_row >= 1 && p.rows_per_cta >= 1 &&
+                        p.threads_per_row * p.rows_per_cta <= kMaxThreads &&
+                        (p.threads_per_row >= kWarpSize ? p.threads_per_row % kWarpSize == 0
+                                                        : (p.threads_per_row & (p.threads_per_row - 1)) == 0);
+  const bool n_ok = p.vecs_per_thread == 0 || p.vecs_per_thread == 1 || p.vecs_per_thread == 2 ||
+                    p.vecs_per_thread == 4 || p.vecs_per_thread == 8;
+  const bool cluster_ok = p.ctas_per_row == 1 ||
+                          (clusters && p.ctas_per_row <= kMaxCluster && p.rows_per_cta == 1 &&
+                           p.threads_per_row >= kWarpSize);
+  const bool covers = p.vecs_per_thread == 0 ||
+                      p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
+  const bool scalar_ok = vec > 1 || p.vecs_per_thread == 0 || p.vecs_per_thread == 8;
+  return shape_ok && n_ok && cluster_ok && covers && scalar_ok;
+}
+
+namespace {
+thread_local const FwdPlan* t_plan_override = nullptr;
+}
+
+const FwdPlan* set_forward_plan_override(const FwdPlan* plan) {
+  const FwdPlan* previous = t_plan_override;
+  t_plan_override = plan;
+  return previous;
+}
+
+const FwdPlan* forward_plan_override() { return t_plan_override; }
+
+FwdPlan forward_plan(int hidden, int vec, bool clusters) {
+  if (t_plan_override != nullptr && plan_fits(*t_plan_override, hidden, vec, clusters)) {
+    return *t_plan_override;
+  }
+  return plan_forward(hidden, vec, clusters);
+}
+
 }  // namespace normtune

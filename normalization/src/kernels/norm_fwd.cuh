@@ -17,9 +17,8 @@
 // (persistent), keeping its gamma (and beta) in registers when kN is small.
 // kN == 0 is the streaming variant for rows too long for registers: it re-reads the row
 // (from L2) instead of holding it.
-// LayerNorm's two statistics are reduced together (one barrier per row): the sums of
-// d = v - shift and d^2, with shift the row's first value, give mean = shift + E[d] and
-// var = E[d^2] - E[d]^2 without the cancellation of E[v^2] - E[v]^2 when |mean| >> stddev.
+// LayerNorm's mean and variance come from one reduction (one barrier per row) of per-thread
+// (count, mean, M2) partials merged with Chan's formula (see reduce.cuh).
 #pragma once
 
 #include <cstdint>
@@ -71,21 +70,35 @@ __device__ __forceinline__ void reload_input(const FwdParams& p, int64_t offset,
   in.load(static_cast<const I*>(kAdd ? p.residual_out : p.x) + offset);
 }
 
-// Adds the statistics of the vector: RMSNorm sum(v^2); LayerNorm sum(d), sum(d^2) with
-// d = v - shift (a value of the row, so that E[d^2] - E[d]^2 does not cancel badly).
-template <bool kRms, typename I, int kVec, int K>
-__device__ __forceinline__ void accumulate(const Vec<I, kVec>& in, float shift, Sums<K>& s) {
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    const float d = to_float(in.v[k]) - shift;
+// Per-thread statistics of the row. RMSNorm: sum(v^2). LayerNorm: the count, sum(d) and
+// sum(d^2) of d = v - shift, shift being the thread's first value (short sums of a local
+// spread: no cancellation); to_mean_var() turns them into (count, mean, M2) for MeanVarOp.
+template <bool kRms>
+struct RowStats {
+  float a = 0.f, b = 0.f, count = 0.f, shift = 0.f;
+
+  template <typename I, int kVec>
+  __device__ __forceinline__ void add(const Vec<I, kVec>& in) {
     if constexpr (kRms) {
-      s.v[0] += d * d;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) a += to_float(in.v[k]) * to_float(in.v[k]);
     } else {
-      s.v[0] += d;
-      s.v[1] += d * d;
+      if (count == 0.f) shift = to_float(in.v[0]);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float d = to_float(in.v[k]) - shift;
+        a += d;
+        b += d * d;
+      }
+      count += kVec;
     }
   }
-}
+  __device__ __forceinline__ Floats<3> to_mean_var() const {
+    if (count == 0.f) return {{0.f, 0.f, 0.f}};
+    const float m = a / count;
+    return {{count, shift + m, fmaxf(b - a * m, 0.f)}};
+  }
+};
 
 template <bool kRms, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
@@ -101,10 +114,10 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   out.store(z);
 }
 
-// Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 2
-// vectors per thread; up to 128 when a thread holds more, or streams.
+// Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 4
+// vectors per thread; up to 128 when a thread holds 8, or streams.
 template <typename Shape>
-inline constexpr int kFwdMinBlocks = Shape::kN == 1 || Shape::kN == 2 ? 2 : 1;
+inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
@@ -116,9 +129,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   constexpr int kVec = Shape::kVec;
   constexpr int kN = Shape::kN;
   constexpr bool kStream = kN == 0;
-  constexpr int K = kRms ? 1 : 2;
+  constexpr int K = kRms ? 1 : 3;
   // Holding gamma/beta in registers across rows pays when it costs few registers.
-  constexpr bool kHoldWeights = !kStream && kN * kVec * sizeof(W) * (kRms ? 1 : 2) <= 64;
+  constexpr bool kHoldWeights = !kStream && kN * kVec * sizeof(W) * (kRms ? 1 : 2) <= 32;
   using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
 
@@ -162,24 +175,15 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
     const bool row_ok = row < p.rows;
     const int64_t base = row * hidden;
 
-    float shift = 0.f;
-    if constexpr (!kRms) {
-      if (row_ok) {
-        Vec<I, 1> first;
-        load_input<I, 1, kAdd>(p, base, first, false);
-        shift = to_float(first.v[0]);
-      }
-    }
-
     [[maybe_unused]] VI x_r[kStream ? 1 : kN];
-    Sums<K> s{};
+    RowStats<kRms> stats;
     if constexpr (!kStream) {
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         const int v = vec_index(i);
         if (row_ok && v < nvec) {
           load_input<I, kVec, kAdd>(p, base + static_cast<int64_t>(v) * kVec, x_r[i], true);
-          accumulate<kRms>(x_r[i], shift, s);
+          stats.add(x_r[i]);
         }
       }
     } else {
@@ -188,20 +192,19 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
         if (row_ok && v < nvec) {
           VI in;
           load_input<I, kVec, kAdd>(p, base + static_cast<int64_t>(v) * kVec, in, true);
-          accumulate<kRms>(in, shift, s);
+          stats.add(in);
         }
       }
     }
-    s = group_sum(s, G, C, smem, phase);
-
     float mean = 0.f;
     float rsigma;
     if constexpr (kRms) {
-      rsigma = rsqrtf(s.v[0] * inv_hidden + p.epsilon);
+      const Floats<1> sum = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, C, smem, phase);
+      rsigma = rsqrtf(sum.v[0] * inv_hidden + p.epsilon);
     } else {
-      const float m1 = s.v[0] * inv_hidden;
-      mean = shift + m1;
-      rsigma = rsqrtf(fmaxf(s.v[1] * inv_hidden - m1 * m1, 0.f) + p.epsilon);
+      const Floats<3> mv = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, C, smem, phase);
+      mean = mv.v[1];
+      rsigma = rsqrtf(mv.v[2] * inv_hidden + p.epsilon);
     }
     if (row_ok && t == 0 && cta_rank == 0) {
       p.rsigma[row] = rsigma;

@@ -1,5 +1,5 @@
-// Sums over a group of threads, a CTA, and a thread-block cluster, in a fixed order (the
-// same bits on every run).
+// Reductions over a group of threads, a CTA, and a thread-block cluster, combining partials
+// in a fixed order (the same bits on every run, and in every thread of the group).
 #pragma once
 
 #include <normtune/common/platform.h>
@@ -10,10 +10,33 @@ inline constexpr int kWarp = platform::kWarpSize;
 inline constexpr int kMaxCtaThreads = 512;
 inline constexpr int kMaxWarpsPerCta = kMaxCtaThreads / kWarp;
 
-// K partial sums reduced together (LayerNorm reduces two: one barrier instead of two).
 template <int K>
-struct Sums {
+struct Floats {
   float v[K];
+};
+
+// Plain sums (RMSNorm's sum of squares).
+struct AddOp {
+  template <int K>
+  __device__ __forceinline__ Floats<K> operator()(const Floats<K>& a, const Floats<K>& b) const {
+    Floats<K> r;
+#pragma unroll
+    for (int k = 0; k < K; ++k) r.v[k] = a.v[k] + b.v[k];
+    return r;
+  }
+};
+
+// (count, mean, M2) partials of a variance, merged with Chan et al.'s formula:
+//   n = na + nb, d = mean_b - mean_a, mean = mean_a + d * nb / n, M2 = M2a + M2b + d^2 na nb / n
+// Accurate whatever the mean, unlike sum(x^2) - n mean^2.
+struct MeanVarOp {
+  __device__ __forceinline__ Floats<3> operator()(const Floats<3>& a, const Floats<3>& b) const {
+    const float n = a.v[0] + b.v[0];
+    if (n == 0.f) return a;
+    const float wb = b.v[0] / n;
+    const float d = b.v[1] - a.v[1];
+    return {{n, a.v[1] + d * wb, a.v[2] + b.v[2] + d * d * a.v[0] * wb}};
+  }
 };
 
 // Shared state of the reductions of one CTA. Buffers alternate between consecutive
@@ -21,23 +44,27 @@ struct Sums {
 // reductions later, after every thread has passed the barrier of the reduction in between.
 template <int K>
 struct ReduceSmem {
-  float warp_sums[2][kMaxWarpsPerCta][K];
-  float cta_sums[2][K];  // read by the other CTAs of the cluster
+  float warp_parts[2][kMaxWarpsPerCta][K];
+  float cta_parts[2][K];  // read by the other CTAs of the cluster
 };
 
-// Sums s over the `group` consecutive threads (a power of two up to the warp size, or a
-// multiple of it), returned to every thread of the group. With `cluster` > 1 CTAs (each
-// holding a part of the row; the group is then the whole CTA) the sum spans the cluster.
-// `phase` counts this CTA's reductions so far, identically in all its threads.
-template <int K>
-__device__ __forceinline__ Sums<K> group_sum(Sums<K> s, int group, int cluster,
-                                             ReduceSmem<K>& smem, int& phase) {
+// Reduces s with op over the `group` consecutive threads (a power of two up to the warp size,
+// or a multiple of it); every thread of the group gets the result. With `cluster` > 1 CTAs
+// (each holding a part of the row; the group is then the whole CTA) it spans the cluster.
+// `phase` counts this CTA's reductions so far, identically in all its threads. op(lo, hi)
+// always gets the lower-numbered partial first.
+template <int K, typename Op>
+__device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group, int cluster,
+                                                  ReduceSmem<K>& smem, int& phase) {
   const int width = group < kWarp ? group : kWarp;
+  const int lane = threadIdx.x % kWarp;
 #pragma unroll
-  for (int offset = kWarp / 2; offset >= 1; offset /= 2) {
+  for (int offset = 1; offset < kWarp; offset *= 2) {
     if (offset < width) {
+      Floats<K> other;
 #pragma unroll
-      for (int k = 0; k < K; ++k) s.v[k] += platform::shfl_xor(s.v[k], offset);
+      for (int k = 0; k < K; ++k) other.v[k] = platform::shfl_xor(s.v[k], offset);
+      s = (lane & offset) == 0 ? op(s, other) : op(other, s);
     }
   }
   if (group <= kWarp && cluster == 1) return s;
@@ -46,32 +73,34 @@ __device__ __forceinline__ Sums<K> group_sum(Sums<K> s, int group, int cluster,
   ++phase;
   if (group > kWarp) {
     const int warp = threadIdx.x / kWarp;
-    if (threadIdx.x % kWarp == 0) {
+    if (lane == 0) {
 #pragma unroll
-      for (int k = 0; k < K; ++k) smem.warp_sums[buf][warp][k] = s.v[k];
+      for (int k = 0; k < K; ++k) smem.warp_parts[buf][warp][k] = s.v[k];
     }
     __syncthreads();
     const int warps_per_group = group / kWarp;
     const int first = (warp / warps_per_group) * warps_per_group;
 #pragma unroll
-    for (int k = 0; k < K; ++k) s.v[k] = 0.f;
-    for (int w = 0; w < warps_per_group; ++w) {
+    for (int k = 0; k < K; ++k) s.v[k] = smem.warp_parts[buf][first][k];
+    for (int w = 1; w < warps_per_group; ++w) {
+      Floats<K> next;
 #pragma unroll
-      for (int k = 0; k < K; ++k) s.v[k] += smem.warp_sums[buf][first + w][k];
+      for (int k = 0; k < K; ++k) next.v[k] = smem.warp_parts[buf][first + w][k];
+      s = op(s, next);
     }
   }
   if (cluster > 1) {
     if (threadIdx.x == 0) {
 #pragma unroll
-      for (int k = 0; k < K; ++k) smem.cta_sums[buf][k] = s.v[k];
+      for (int k = 0; k < K; ++k) smem.cta_parts[buf][k] = s.v[k];
     }
     platform::cluster_sync();
-#pragma unroll
-    for (int k = 0; k < K; ++k) s.v[k] = 0.f;
     for (int r = 0; r < cluster; ++r) {
-      const float* remote = platform::cluster_map_shared(&smem.cta_sums[buf][0], r);
+      const float* remote = platform::cluster_map_shared(&smem.cta_parts[buf][0], r);
+      Floats<K> next;
 #pragma unroll
-      for (int k = 0; k < K; ++k) s.v[k] += remote[k];
+      for (int k = 0; k < K; ++k) next.v[k] = remote[k];
+      s = r == 0 ? next : op(s, next);
     }
   }
   return s;

@@ -1,0 +1,161 @@
+#include "measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <normtune/common/convert.h>
+#include <normtune/common/error.h>
+#include <normtune/reference.h>
+
+namespace normtune::bench {
+
+DeviceMem::DeviceMem(size_t bytes) { NORMTUNE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+DeviceMem::~DeviceMem() { (void)cudaFree(ptr); }
+
+Handle::Handle(void* p, std::vector<size_t> shape, DType t) : h(nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING)) {
+  NVTEBasicTensor b{p, static_cast<NVTEDType>(t), nvte_make_shape(shape.data(), shape.size())};
+  nvte_set_tensor_param_v2(h, kNVTERowwiseData, &b, sizeof(b));
+}
+Handle::~Handle() { nvte_destroy_tensor(h); }
+
+namespace {
+Timing summarize(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[static_cast<size_t>(q * (us.size() - 1))]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+}  // namespace
+
+Timer::Timer(size_t l2_bytes)
+    : flush_bytes_(std::max<size_t>(2 * l2_bytes, 64u << 20)), flush_(flush_bytes_) {
+  NORMTUNE_CUDA_CHECK(cudaStreamCreate(&stream_));
+  NORMTUNE_CUDA_CHECK(cudaEventCreate(&start_));
+  NORMTUNE_CUDA_CHECK(cudaEventCreate(&stop_));
+}
+
+Timer::~Timer() {
+  (void)cudaEventDestroy(start_);
+  (void)cudaEventDestroy(stop_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+Timing Timer::time(const std::function<void(cudaStream_t)>& fn, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) fn(stream_);
+  std::vector<double> us;
+  us.reserve(reps);
+  for (int i = 0; i < reps; ++i) {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(flush_.ptr, i & 0xFF, flush_bytes_, stream_));
+    NORMTUNE_CUDA_CHECK(cudaEventRecord(start_, stream_));
+    fn(stream_);
+    NORMTUNE_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    NORMTUNE_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    NORMTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    us.push_back(ms * 1e3);
+  }
+  return summarize(us);
+}
+
+Timing Timer::time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int reps) {
+  fn(stream_);  // first call outside the capture (one-time setup, warnings)
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  NORMTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < calls; ++i) fn(stream_);
+  NORMTUNE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  NORMTUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 5; ++i) NORMTUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  std::vector<double> us;
+  for (int i = 0; i < reps; ++i) {
+    NORMTUNE_CUDA_CHECK(cudaEventRecord(start_, stream_));
+    NORMTUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    NORMTUNE_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    NORMTUNE_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    NORMTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    us.push_back(ms * 1e3 / calls);
+  }
+  NORMTUNE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  NORMTUNE_CUDA_CHECK(cudaGraphDestroy(graph));
+  return summarize(us);
+}
+
+void fill_random(void* dev, DType t, size_t n, uint32_t seed, double mean, double stddev) {
+  std::vector<uint8_t> host(dtype_storage_bytes(t, n));
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(mean, stddev);
+  // Random values for a window, repeated (keeps the setup fast on multi-GB tensors).
+  const size_t window = std::min<size_t>(n, 1 << 20);
+  for (size_t i = 0; i < window; ++i) float_to_dtype(t, static_cast<float>(dist(rng)), host.data(), i);
+  const size_t wbytes = dtype_storage_bytes(t, window);
+  for (size_t off = wbytes; off < host.size(); off += wbytes) {
+    std::copy_n(host.begin(), std::min(wbytes, host.size() - off), host.begin() + off);
+  }
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
+}
+
+namespace {
+std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) {
+  std::vector<uint8_t> raw(dtype_storage_bytes(t, n));
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(raw.data(), static_cast<const char*>(dev) + dtype_storage_bytes(t, offset),
+                                 raw.size(), cudaMemcpyDeviceToHost));
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = dtype_to_float(t, raw.data(), i);
+  return v;
+}
+
+}  // namespace
+
+// Compares sampled rows of z (and rsigma) with the fp64 reference; "ok (N rows)" or throws.
+std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, const void* x,
+                   const void* residual, const void* gamma, const void* beta, const void* z,
+                   const void* rsigma, float eps) {
+  std::vector<size_t> sample;
+  if (rows * hidden <= (16u << 20)) {
+    for (size_t r = 0; r < rows; ++r) sample.push_back(r);
+  } else {
+    std::mt19937 rng(7);
+    for (size_t r = 0; r < 64; ++r) sample.push_back(r < 2 ? r * (rows - 1) : rng() % rows);
+  }
+  const std::vector<double> g = download(gamma, t, 0, hidden);
+  const std::vector<double> b = beta ? download(beta, t, 0, hidden) : std::vector<double>(hidden);
+  const double rtol = t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5;
+  for (size_t r : sample) {
+    const std::vector<double> xv = download(x, t, r * hidden, hidden);
+    const std::vector<double> rv = residual ? download(residual, t, r * hidden, hidden) : std::vector<double>();
+    reference::FwdInputs in;
+    in.norm = op == "layernorm" ? NormType::kLayerNorm : NormType::kRMSNorm;
+    in.rows = 1;
+    in.hidden = static_cast<int64_t>(hidden);
+    in.x = xv.data();
+    in.residual = residual ? rv.data() : nullptr;
+    in.gamma = g.data();
+    in.beta = b.data();
+    in.epsilon = eps;
+    in.itype = t;
+    const reference::FwdOutputs want = reference::norm_fwd(in);
+    const std::vector<double> got = download(z, t, r * hidden, hidden);
+    const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
+    NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op, " ",
+                   rows, "x", hidden, " row ", r, ": rsigma ", rs[0], ", reference ", want.rsigma[0]);
+    for (size_t h = 0; h < hidden; ++h) {
+      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= rtol * std::fabs(want.z[h]) + 1e-5, "verify ", op,
+                     " ", rows, "x", hidden, " row ", r, " col ", h, ": z ", got[h], ", reference ",
+                     want.z[h]);
+    }
+  }
+  return detail::concat("ok (", sample.size(), " rows)");
+}
+
+double copy_peak_tbps(Timer& timer, int reps) {
+  const size_t bytes = size_t{2} << 30;
+  DeviceMem a(bytes), b(bytes);
+  NORMTUNE_CUDA_CHECK(cudaMemset(a.ptr, 1, bytes));
+  const Timing t = timer.time(
+      [&](cudaStream_t s) { NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, s)); },
+      3, std::max(10, reps / 10));
+  return 2.0 * bytes / (t.median_us * 1e-6) / 1e12;
+}
+
+}  // namespace normtune::bench
