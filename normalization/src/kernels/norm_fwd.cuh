@@ -170,14 +170,43 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
     }
   }
 
-  for (int64_t tile = blockIdx.x / C; tile < num_tiles; tile += gridDim.x / C) {
+  // Software pipelining across the rows a CTA walks: the next row's x is loaded before
+  // this row's reduction and stores, so the memory system never waits on the barrier.
+  // (Not with the fused add: it would hold two more rows of registers.)
+  constexpr bool kPrefetch = !kStream && !kAdd && kN <= 4;
+  const int64_t tile_stride = gridDim.x / C;
+  const I* x = static_cast<const I*>(p.x);
+  [[maybe_unused]] VI x_r[kStream ? 1 : kN];
+  [[maybe_unused]] VI x_next[kPrefetch ? kN : 1];
+  if constexpr (kPrefetch) {
+    const int64_t row = (blockIdx.x / C) * rows_per_cta + group;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int v = vec_index(i);
+      if (row < p.rows && v < nvec) x_next[i].load(x + row * hidden + static_cast<int64_t>(v) * kVec);
+    }
+  }
+
+  for (int64_t tile = blockIdx.x / C; tile < num_tiles; tile += tile_stride) {
     const int64_t row = tile * rows_per_cta + group;
     const bool row_ok = row < p.rows;
     const int64_t base = row * hidden;
 
-    [[maybe_unused]] VI x_r[kStream ? 1 : kN];
     RowStats<kRms> stats;
-    if constexpr (!kStream) {
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) x_r[i] = x_next[i];
+      const int64_t next = (tile + tile_stride) * rows_per_cta + group;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        const int v = vec_index(i);
+        if (next < p.rows && v < nvec) x_next[i].load(x + next * hidden + static_cast<int64_t>(v) * kVec);
+      }
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        if (row_ok && vec_index(i) < nvec) stats.add(x_r[i]);
+      }
+    } else if constexpr (!kStream) {
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         const int v = vec_index(i);
