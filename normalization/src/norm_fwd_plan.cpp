@@ -1,5 +1,7 @@
 #include "norm_fwd_plan.h"
 
+#include <utility>
+
 #include <normtune/common/platform.h>
 
 namespace normtune {
@@ -46,13 +48,13 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
     return nvec <= 8 * kMaxThreads ? one_cta(nvec, 8) : streaming();
   }
   // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
-  // size from 128 to 4096), fewer only for tiny rows; eight before clusters.
+  // size from 128 to 4096), fewer only for tiny rows.
   if (nvec <= 4 * kMaxThreads) return one_cta(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
-  if (nvec <= 8 * kMaxThreads) return one_cta(nvec, 8);
-  // Rows too long for one CTA's registers: split over a cluster, or stream through L2.
+  // Longer rows: split over a cluster of CTAs that each hold a part like a mid-size row,
+  // then 8 vectors per thread, then stream through L2.
   if (clusters) {
-    for (int n : {4, 8}) {
-      const int c = ceil_div(nvec, n * kMaxThreads);
+    for (const auto& [n, threads] : {std::pair{4, 256}, std::pair{4, 512}, std::pair{8, 512}}) {
+      const int c = ceil_div(nvec, n * threads);
       if (c <= kMaxCluster) {
         FwdPlan plan;
         plan.vecs_per_thread = n;
@@ -62,6 +64,7 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
       }
     }
   }
+  if (nvec <= 8 * kMaxThreads) return one_cta(nvec, 8);
   return streaming();
 }
 

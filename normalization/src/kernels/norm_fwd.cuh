@@ -114,13 +114,15 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   out.store(z);
 }
 
-// Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 4
-// vectors per thread; up to 128 when a thread holds 8, or streams.
-template <typename Shape>
-inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
+// Register budget: 64 per thread (1024 resident threads per SM) for RMSNorm rows held in up
+// to 4 vectors per thread and LayerNorm rows in up to 2; up to 128 otherwise (LayerNorm's
+// beta and statistics do not fit 64 beside a prefetched row of 4 vectors).
+template <typename Traits, typename Shape>
+inline constexpr int kFwdMinBlocks =
+    Shape::kN >= 1 && Shape::kN <= (Traits::kRmsNorm ? 4 : 2) ? 2 : 1;
 
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Traits, Shape>) norm_fwd_kernel(const FwdParams p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;
