@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <normtune/normtune.h>
+#include <normtune/tuning.h>
 
 #include "fwd_case.h"
 #include "normalization/src/norm_fwd_args.h"
@@ -295,6 +296,25 @@ TEST_F(NormFwdGpu, RejectedCallWritesNothing) {
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, nullptr); },
               ::testing::ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected dtype bf16 (x's) or fp32, got fp16")));
   EXPECT_TRUE(same_bits(before, z.to_host(), "z after a rejected call"));
+}
+
+// Rows split over a thread-block cluster (the planner streams long rows instead; tuned entries
+// and the autotuner may ask for clusters): forced through the plan override.
+TEST_F(NormFwdGpu, ClusterSplitRows) {
+  if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (const FwdPlan& plan : {FwdPlan{4, 256, 4, 1, true}, FwdPlan{4, 256, 4, 1, false},
+                                FwdPlan{8, 512, 2, 1, true}}) {
+      ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
+      FwdCase c;
+      c.norm = norm;
+      c.rows = 45;
+      c.hidden = 32768;
+      const FwdResult r = run_fwd(c);
+      set_forward_plan_override(nullptr);
+      EXPECT_FALSE(r.kernel.tuned);
+    }
+  }
 }
 
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
