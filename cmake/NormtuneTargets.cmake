@@ -15,6 +15,12 @@ function(normtune_target_defaults target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_cuda_flags}>)
   else()
     target_compile_definitions(${target} PUBLIC NORMTUNE_USE_HIP=1)
+    # hipcc compiles every C++ file for the device too: name the targets (it would otherwise
+    # probe for a GPU to find them).
+    foreach(arch IN LISTS NORMTUNE_HIP_ARCHS)
+      target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:--offload-arch=${arch}>)
+      target_link_options(${target} PRIVATE --offload-arch=${arch})
+    endforeach()
   endif()
 endfunction()
 
@@ -25,7 +31,7 @@ function(normtune_gpu_sources target)
     foreach(arch IN LISTS NORMTUNE_HIP_ARCHS)
       list(APPEND _offload --offload-arch=${arch})
     endforeach()
-    set_source_files_properties(${ARGN} PROPERTIES LANGUAGE CXX
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX
       COMPILE_OPTIONS "-x;hip;${_offload}")
     target_link_options(${target} PRIVATE ${_offload})
   endif()
