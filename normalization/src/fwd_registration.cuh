@@ -46,7 +46,7 @@ void add_general_fwd(Registry& registry) {
   KernelEntry e;
   e.key = fwd_key<Traits>(kAnyHiddenSize);
   e.name = fwd_kernel_name<Traits>() + "_general";
-  e.config = "layout planned per call (vector or scalar, registers, cluster or streaming)";
+  e.config = "layout planned per call: row in registers (vector or scalar), or streamed";
   e.run = run_fwd_general<Traits>;
   registry.add_general(std::move(e));
 }

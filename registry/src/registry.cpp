@@ -1,6 +1,7 @@
 #include <normtune/registry/registry.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include <normtune/common/device_info.h>
 #include <normtune/common/warn_once.h>
@@ -124,11 +125,14 @@ std::vector<const KernelEntry*> Registry::entries() const {
   out.reserve(size());
   for (const auto& [slot, e] : tuned_) out.push_back(&e);
   for (const auto& [slot, e] : general_) out.push_back(&e);
-  std::sort(out.begin(), out.end(), [](const KernelEntry* a, const KernelEntry* b) {
-    if (a->is_general() != b->is_general()) return !a->is_general();
-    if (a->arch != b->arch) return a->arch < b->arch;
-    return pack(a->key) < pack(b->key);
-  });
+  // Tuned first; then by architecture, norm, stage, types, hidden size (the reading order).
+  auto order = [](const KernelEntry* e) {
+    const NormKey& k = e->key;
+    return std::tuple(e->is_general(), e->arch, k.norm, k.stage, k.itype, k.wtype, k.otype,
+                      k.ctype, k.scaling, k.flags, k.hidden_size);
+  };
+  std::sort(out.begin(), out.end(),
+            [&](const KernelEntry* a, const KernelEntry* b) { return order(a) < order(b); });
   return out;
 }
 

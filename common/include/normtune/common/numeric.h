@@ -51,17 +51,4 @@ NORMTUNE_HD_INLINE T from_float(float v) {
   return Elem<T>::from_float(v);
 }
 
-// Runs f(T{}) with T the storage type of a wide float dtype (fp32, fp16, bf16): the one
-// place where a runtime dtype becomes a compile-time type.
-template <typename F>
-decltype(auto) dispatch_wide_float(DType t, const char* arg_name, F&& f) {
-  switch (t) {
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat16: return f(fp16_t{});
-    case DType::kBFloat16: return f(bf16_t{});
-    default: break;
-  }
-  NORMTUNE_ERROR("argument '", arg_name, "': expected dtype fp32, fp16 or bf16, got ", dtype_name(t));
-}
-
 }  // namespace normtune
