@@ -13,8 +13,8 @@
 
 namespace normtune {
 
-// A handle's row-wise buffer, checked: set, dtype in `allowed`, and the given shape.
-// Returns the buffer. `what` describes the allowed dtypes in the message ("fp32, fp16 or bf16").
+// A handle's row-wise buffer, checked: a valid handle, unquantized, of the given shape
+// (`shape_text` names it in the message: "[rows, hidden]"). Dtypes are checked by the caller.
 const BasicTensor& checked_buffer(NVTETensor handle, const char* arg, const Shape& shape,
                                   const char* shape_text);
 
