@@ -409,6 +409,16 @@ void check_scaling_mode(NVTEScalingMode mode, const CallSite& where) {
   }
 }
 
+// The amax/scale getters: the buffer's pointer, which must hold fp32 values.
+float* fp32_scalar_ptr(NVTETensor tensor, BasicTensor Tensor::*buffer, const char* name,
+                       const CallSite& where) {
+  const BasicTensor& b = tensor_or_empty(tensor, where).*buffer;
+  if (b.dtype != DType::kFloat32) {
+    raise_at(where, "argument 'tensor': expected ", name, " of dtype fp32, got ", dtype_name(b.dtype));
+  }
+  return static_cast<float*>(b.dptr);
+}
+
 }  // namespace
 
 // ---- handle lookup for the rest of the library -----------------------------------------
@@ -582,23 +592,11 @@ NVTEDType nvte_tensor_type(const NVTETensor tensor) {
 }
 
 float* nvte_tensor_amax(const NVTETensor tensor) {
-  const auto where = CallSite::current();
-  const BasicTensor& amax = normtune::tensor_or_empty(tensor, where).amax;
-  if (amax.dtype != DType::kFloat32) {
-    normtune::raise_at(where, "argument 'tensor': expected amax of dtype fp32, got ",
-                       normtune::dtype_name(amax.dtype));
-  }
-  return static_cast<float*>(amax.dptr);
+  return normtune::fp32_scalar_ptr(tensor, &Tensor::amax, "amax", CallSite::current());
 }
 
 float* nvte_tensor_scale(const NVTETensor tensor) {
-  const auto where = CallSite::current();
-  const BasicTensor& scale = normtune::tensor_or_empty(tensor, where).scale;
-  if (scale.dtype != DType::kFloat32) {
-    normtune::raise_at(where, "argument 'tensor': expected scale of dtype fp32, got ",
-                       normtune::dtype_name(scale.dtype));
-  }
-  return static_cast<float*>(scale.dptr);
+  return normtune::fp32_scalar_ptr(tensor, &Tensor::scale, "scale", CallSite::current());
 }
 
 float* nvte_tensor_scale_inv(const NVTETensor tensor) {
