@@ -1,8 +1,9 @@
-// `normtune bench`: CUDA-event timing of the forward normalizations, with warm-up, the L2
-// flushed before every repetition, the median (and 10th/90th percentiles) of many
-// repetitions; every result is given in µs, TB/s, % of the copy bandwidth measured in the
-// same run (a 2 GiB device copy), and as a ratio to a same-shape memory operation timed in
-// the same run (a copy x -> z for a norm, 2 reads + 2 writes for the fused add). Decode
+// `normtune bench`: CUDA-event timing of the normalizations (forward and backward), with
+// warm-up, the L2 flushed before every repetition, the median (and 10th/90th percentiles)
+// of many repetitions; every result is given in µs, TB/s, % of the copy bandwidth measured
+// in the same run (a 2 GiB device copy), and as a ratio to a same-shape memory operation
+// timed in the same run (a copy x -> z for a norm, 2 reads + 2 writes for the fused add,
+// 2 reads + 1 write for a backward, 3 reads + 1 write with an added gradient). Decode
 // shapes (rows <= 128) are also timed per call inside a CUDA graph of many calls.
 #include "bench.h"
 
@@ -30,33 +31,41 @@
 namespace normtune::bench {
 
 const char* const kHelp = R"(normtune bench [options]
-  Times the forward kernels on the GPU. Without options: RMSNorm, LayerNorm and the fused
-  add + RMSNorm in bf16 over the default suite of LLM shapes:
+  Times the normalization kernels on the GPU. Without options: forward RMSNorm, LayerNorm
+  and fused add + RMSNorm, and their backward (RMSNorm, LayerNorm, RMSNorm with an added
+  gradient), in bf16 over the default suite of LLM shapes:
     4096x4096 4096x8192 8192x7168 16384x4096 32768x8192 16384x1536 65536x128
     8192x32768 4096x65536 1024x262144, and the decode shapes 1x4096 128x7168.
   Options:
-    --ops LIST       rmsnorm,layernorm,rmsnorm_add (default: all three)
+    --ops LIST       rmsnorm,layernorm,rmsnorm_add,rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add
+                     (default: all six)
     --dtype T        bf16 | fp16 | fp32: x, gamma and z (default bf16)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
     --warmup N       untimed runs first (default 20)
     --verify         check each result against the fp64 reference before timing (every
-                     row when rows x hidden <= 16M, else 64 sampled rows)
+                     row when rows x hidden <= 16M, else 64 sampled rows; backward:
+                     dgamma/dbeta too at <= 16M)
     --csv FILE       write the results as CSV
     --json FILE      write the results as JSON
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
   of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
-  gamma, write z, residual_out, rsigma. Baselines: copy of x into z (cudaMemcpyAsync); for
-  the fused add a kernel that reads two tensors and writes two.
+  gamma, write z, residual_out, rsigma; backward = read dz, x, rsigma (+mu), gamma (+add),
+  write dx, dgamma (+dbeta). The backward's fp32 partials (workspace, allocated outside the
+  timed region) cost time but are not counted. Backward is timed as a whole (main kernel +
+  finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
+  reads two tensors and writes two; for a backward one that reads two (three with add) and
+  writes one.
   Without a GPU: says so, lists the registry and exits 0.
 )";
 
 namespace {
 
 struct Options {
-  std::vector<std::string> ops{"rmsnorm", "layernorm", "rmsnorm_add"};
+  std::vector<std::string> ops{"rmsnorm",     "layernorm",     "rmsnorm_add",
+                               "rmsnorm_bwd", "layernorm_bwd", "rmsnorm_bwd_add"};
   DType dtype = DType::kBFloat16;
   std::vector<std::pair<size_t, size_t>> shapes{
       {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
@@ -91,8 +100,10 @@ Options parse(const std::vector<std::string_view>& args) {
     if (a == "--ops") {
       o.ops = split(value(i), ',');
       for (const auto& op : o.ops) {
-        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm" || op == "rmsnorm_add",
-                       "bench: unknown op '", op, "' (rmsnorm, layernorm, rmsnorm_add)");
+        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm" || op == "rmsnorm_add" ||
+                           op == "rmsnorm_bwd" || op == "layernorm_bwd" || op == "rmsnorm_bwd_add",
+                       "bench: unknown op '", op,
+                       "' (rmsnorm, layernorm, rmsnorm_add, rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add)");
       }
     } else if (a == "--dtype") {
       const std::string_view t = value(i);
@@ -187,7 +198,7 @@ int run(const std::vector<std::string_view>& args) {
               dev.sm_count, peak);
   std::printf("timing: median of %d reps after %d warm-up, L2 flushed before each; decode rows <= 128 "
               "also per call in a CUDA graph\n\n", o.reps, o.warmup);
-  std::printf("%-12s %-5s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype", "shape",
+  std::printf("%-15s %-5s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype", "shape",
               "us", "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
 
   const DType t = o.dtype;
@@ -196,7 +207,7 @@ int run(const std::vector<std::string_view>& args) {
   for (const auto& [rows, hidden] : o.shapes) {
     const size_t n = rows * hidden;
     DeviceMem x(n * e), res(n * e), z(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
-        mu(rows * 4), rsigma(rows * 4);
+        mu(rows * 4), rsigma(rows * 4), dgamma(hidden * e), dbeta(hidden * e);
     fill_random(x.ptr, t, n, 1, 0.3, 1.0);
     fill_random(res.ptr, t, n, 2, 0.0, 1.0);
     fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
@@ -204,8 +215,13 @@ int run(const std::vector<std::string_view>& args) {
     Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
         hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
         hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
-        ws(nullptr, {0}, DType::kByte);  // forward needs no workspace: the query's answer is [0]
+        ws(nullptr, {0}, DType::kByte),  // forward needs no workspace: the query's answer is [0]
+        hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hadd(z.ptr, {rows, hidden}, t);
     const float eps = 1e-5f;
+    // Backward: dz = residual, add = z (filled), dx = residual_out; the statistics come from
+    // the forward of x (rsigma and mu of the norm being differentiated).
+    std::unique_ptr<DeviceMem> bwd_ws;
+    std::unique_ptr<Handle> hbws;
 
     for (const std::string& op : o.ops) {
       std::function<void(cudaStream_t)> call;
@@ -220,18 +236,49 @@ int run(const std::vector<std::string_view>& args) {
       } else if (op == "layernorm") {
         call = [&](cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, ws, o.sms, false, s); };
         r.bytes = 2.0 * n * e + 2.0 * hidden * e + 8.0 * rows;
-      } else {
+      } else if (op == "rmsnorm_add") {
         call = [&](cudaStream_t s) {
           normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, ws, o.sms, false, s);
         };
         r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows;
+      } else {
+        const bool ln = op == "layernorm_bwd";
+        const bool add = op == "rmsnorm_bwd_add";
+        fill_random(z.ptr, t, n, 5, 0.0, 1.0);  // the added gradient
+        // The forward's statistics, then the backward's workspace (outside the timed region).
+        if (ln) {
+          nvte_layernorm_fwd(hx, hg, hb, eps, hro, hmu, hrs, ws, o.sms, false, timer.stream());
+        } else {
+          nvte_rmsnorm_fwd(hx, hg, eps, hro, hrs, ws, o.sms, false, timer.stream());
+        }
+        auto bwd = [&, ln, add](NVTETensor w, cudaStream_t s) {
+          if (ln) {
+            nvte_layernorm_bwd(hres, hx, hmu, hrs, hg, hro, hdg, hdb, w, o.sms, false, s);
+          } else if (add) {
+            nvte_rmsnorm_bwd_add(hres, hx, hadd, hrs, hg, hro, hdg, w, o.sms, false, s);
+          } else {
+            nvte_rmsnorm_bwd(hres, hx, hrs, hg, hro, hdg, w, o.sms, false, s);
+          }
+        };
+        Handle query(nullptr, {}, DType::kByte);
+        bwd(query, timer.stream());
+        const size_t ws_bytes = nvte_tensor_shape(query).data[0];
+        bwd_ws = std::make_unique<DeviceMem>(std::max<size_t>(ws_bytes, 16));
+        hbws = std::make_unique<Handle>(ws_bytes > 0 ? bwd_ws->ptr : nullptr, std::vector<size_t>{ws_bytes},
+                                        DType::kByte);
+        call = [bwd, &hbws](cudaStream_t s) { bwd(*hbws, s); };
+        r.bytes = (add ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e + (ln ? 8.0 : 4.0) * rows;
       }
       call(timer.stream());
       NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
       const KernelChoice k = last_kernel();
       r.kernel = k.name;
       r.tuned = k.tuned;
-      if (o.verify) {
+      const bool backward = op.ends_with("_bwd") || op.ends_with("_bwd_add");
+      if (o.verify && backward) {
+        r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op == "rmsnorm_bwd_add" ? z.ptr : nullptr,
+                                mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
+      } else if (o.verify) {
         r.verified = verify(op, t, rows, hidden, x.ptr, op == "rmsnorm_add" ? res.ptr : nullptr, gamma.ptr,
                             op == "layernorm" ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
       }
@@ -241,6 +288,16 @@ int run(const std::vector<std::string_view>& args) {
         r.base_name = "2r2w";
         base = [&](cudaStream_t s) {
           launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
+        };
+      } else if (op == "rmsnorm_bwd_add") {
+        r.base_name = "3r1w";
+        base = [&](cudaStream_t s) {
+          launch_three_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
+        };
+      } else if (backward) {
+        r.base_name = "2r1w";
+        base = [&](cudaStream_t s) {
+          launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
         };
       } else {
         r.base_name = "copy";
@@ -254,7 +311,7 @@ int run(const std::vector<std::string_view>& args) {
         r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
       }
       const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
-      std::printf("%-12s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
+      std::printf("%-15s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
                   op.c_str(), r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
                   100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
                   r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),

@@ -14,4 +14,9 @@ namespace normtune::bench {
 void launch_two_reads(const void* a, const void* b, void* c, void* d, size_t bytes, int sm_count,
                       cudaStream_t stream);
 
+// d = f(a, b, c): reads 3 x bytes, writes 1 x bytes (the pattern of a backward with an added
+// gradient). Same requirements.
+void launch_three_reads(const void* a, const void* b, const void* c, void* d, size_t bytes,
+                        int sm_count, cudaStream_t stream);
+
 }  // namespace normtune::bench

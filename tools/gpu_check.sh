@@ -38,8 +38,12 @@ if [[ " $steps " == *" sanitize "* ]]; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_forward" \
       --gtest_filter='NormFwdGpu.FusedAdd*:NormFwdGpu.ZeroRows*:NormFwdGpu.ClusterSplitRows:NormFwdGpu.ZeroCentered*:Registry/TunedFwdGpu.*h7168*' \
-      >"$out/sanitize_$tool.log" 2>&1 || status=1
-    tail -3 "$out/sanitize_$tool.log"
+      >"$out/sanitize_${tool}_fwd.log" 2>&1 || status=1
+    tail -3 "$out/sanitize_${tool}_fwd.log"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_backward" \
+      --gtest_filter='NormBwdGpu.ZeroRows*:NormBwdGpu.OneRow:NormBwdGpu.MisalignedStorage*:NormBwdGpu.ZeroCentered*:NormBwdGpu.InPlace*:Registry/TunedBwdGpu.*h7168*:Registry/TunedBwdGpu.*h128_*' \
+      >"$out/sanitize_${tool}_bwd.log" 2>&1 || status=1
+    tail -3 "$out/sanitize_${tool}_bwd.log"
   done
 fi
 if [[ " $steps " == *" bench "* ]]; then

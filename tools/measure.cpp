@@ -148,6 +148,69 @@ std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, c
   return detail::concat("ok (", sample.size(), " rows)");
 }
 
+namespace {
+double rtol_of(DType t) { return t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5; }
+
+// |got - want| within the output rounding plus fp32 error relative to the terms' size.
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 const std::vector<double>& scale, double rtol, const std::string& what) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = 1e-6 + rtol * std::fabs(want[i]) + 1e-5 * scale[i];
+    NORMTUNE_CHECK(std::fabs(got[i] - want[i]) <= tol, "verify ", what, " [", i, "]: ", got[i],
+                   ", reference ", want[i]);
+  }
+}
+}  // namespace
+
+std::string verify_bwd(const std::string& op, DType t, size_t rows, size_t hidden, const void* dz,
+                       const void* x, const void* add, const void* mu, const void* rsigma,
+                       const void* gamma, const void* dx, const void* dgamma, const void* dbeta) {
+  const bool ln = op == "layernorm_bwd";
+  const bool whole = rows * hidden <= (16u << 20);
+  std::vector<size_t> sample;
+  if (whole) {
+    for (size_t r = 0; r < rows; ++r) sample.push_back(r);
+  } else {
+    std::mt19937 rng(7);
+    for (size_t r = 0; r < 64; ++r) sample.push_back(r < 2 ? r * (rows - 1) : rng() % rows);
+  }
+  const std::vector<double> g = download(gamma, t, 0, hidden);
+  const std::string what = detail::concat(op, " ", rows, "x", hidden);
+  std::vector<double> dgamma_sum(hidden), dbeta_sum(hidden), dgamma_scale(hidden), dbeta_scale(hidden);
+  for (size_t r : sample) {
+    const std::vector<double> xv = download(x, t, r * hidden, hidden);
+    const std::vector<double> dzv = download(dz, t, r * hidden, hidden);
+    const std::vector<double> av = add ? download(add, t, r * hidden, hidden) : std::vector<double>();
+    const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
+    const std::vector<double> m = ln ? download(mu, DType::kFloat32, r, 1) : std::vector<double>{0.0};
+    reference::BwdInputs in;
+    in.norm = ln ? NormType::kLayerNorm : NormType::kRMSNorm;
+    in.rows = 1;
+    in.hidden = static_cast<int64_t>(hidden);
+    in.dz = dzv.data();
+    in.x = xv.data();
+    in.add = add ? av.data() : nullptr;
+    in.mu = m.data();
+    in.rsigma = rs.data();
+    in.gamma = g.data();
+    const reference::BwdOutputs want = reference::norm_bwd(in);
+    check_close(download(dx, t, r * hidden, hidden), want.dx, want.dx_scale, rtol_of(t),
+                detail::concat(what, " row ", r, " dx"));
+    for (size_t h = 0; h < hidden; ++h) {
+      dgamma_sum[h] += want.dgamma[h];
+      dgamma_scale[h] += want.dgamma_scale[h];
+      if (ln) {
+        dbeta_sum[h] += want.dbeta[h];
+        dbeta_scale[h] += want.dbeta_scale[h];
+      }
+    }
+  }
+  if (!whole) return detail::concat("ok (dx of ", sample.size(), " rows; dgamma not checked at this size)");
+  check_close(download(dgamma, t, 0, hidden), dgamma_sum, dgamma_scale, rtol_of(t), what + " dgamma");
+  if (ln) check_close(download(dbeta, t, 0, hidden), dbeta_sum, dbeta_scale, rtol_of(t), what + " dbeta");
+  return detail::concat("ok (", rows, " rows, dgamma", ln ? ", dbeta" : "", ")");
+}
+
 double copy_peak_tbps(Timer& timer, int reps) {
   const size_t bytes = size_t{2} << 30;
   DeviceMem a(bytes), b(bytes);

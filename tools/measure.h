@@ -62,6 +62,12 @@ std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, c
                    const void* residual, const void* gamma, const void* beta, const void* z,
                    const void* rsigma, float eps);
 
+// Compares dx of a backward call with the fp64 reference (every row when rows x hidden <=
+// 16M, then dgamma/dbeta too; else dx of 64 sampled rows). "ok (...)"; throws on a mismatch.
+std::string verify_bwd(const std::string& op, DType t, size_t rows, size_t hidden, const void* dz,
+                       const void* x, const void* add, const void* mu, const void* rsigma,
+                       const void* gamma, const void* dx, const void* dgamma, const void* dbeta);
+
 // Bandwidth of a 2 GiB device-to-device copy (read + write bytes), TB/s.
 double copy_peak_tbps(Timer& timer, int reps);
 

@@ -67,12 +67,24 @@ bool workspace_query(NVTETensor workspace, size_t bytes_needed) {
   return false;
 }
 
-void run_selected(const NormKey& key, const void* args, cudaStream_t stream, bool general_only) {
-  const KernelEntry& entry =
-      general_only ? kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args)
-                   : kernel_registry().get_kernel(key, current_arch_family(), args);
+const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {
+  return general_only ? kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args)
+                      : kernel_registry().get_kernel(key, current_arch_family(), args);
+}
+
+void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream) {
   t_last_kernel = &entry;
   entry.run(args, stream);
+}
+
+void run_selected(const NormKey& key, const void* args, cudaStream_t stream, bool general_only) {
+  run_kernel(select_kernel(key, args, general_only), args, stream);
+}
+
+void expect_workspace_aligned(NVTETensor workspace) {
+  const Tensor& ws = const_tensor_from_handle(workspace, "workspace");
+  NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(ws.data.dptr) % 16 == 0, "workspace",
+                     "a pointer aligned to 16 bytes", ws.data.dptr);
 }
 
 }  // namespace normtune

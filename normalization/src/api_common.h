@@ -30,9 +30,18 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
 // size query (the workspace's shape and dtype were set; nothing else may happen).
 bool workspace_query(NVTETensor workspace, size_t bytes_needed);
 
-// Selects the entry for `key` on the current device and runs it; records it for last_kernel().
+// The entry for `key` on the current device (tuned, else general; reports a fallback once).
 // general_only: skip tuned entries (the autotuner times the general kernel's layouts).
+const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only = false);
+
+// Runs `entry` and records it for last_kernel().
+void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream);
+
+// select_kernel + run_kernel.
 void run_selected(const NormKey& key, const void* args, cudaStream_t stream,
                   bool general_only = false);
+
+// A workspace given for the real call must start at a 16-byte boundary (vector access).
+void expect_workspace_aligned(NVTETensor workspace);
 
 }  // namespace normtune

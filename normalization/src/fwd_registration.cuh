@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include <normtune/registry/registry.h>
 
@@ -77,5 +78,10 @@ void add_tuned_fwd(Registry& registry, ArchFamily arch, const Provenance& proven
 }
 
 #define NORMTUNE_UNPAREN(...) __VA_ARGS__
+
+// T, made dependent on a template parameter: a table line's config is then checked only in
+// the expansion that keeps the line (forward and backward lines have different fields).
+template <int kDependency, typename T>
+using DependentOn = std::conditional_t<kDependency >= 0, T, T>;
 
 }  // namespace normtune

@@ -15,7 +15,7 @@ void register_tuned_fwd_sm90(Registry& registry) {
   if constexpr ((Stage::k##stage == Stage::kForward || Stage::k##stage == Stage::kForwardAdd) &&  \
                 __LINE__ % kTunedFwdShards == kShard) {                                           \
     static_assert(DType::kFloat32 == Elem<c>::kDType, "forward kernels compute in fp32");        \
-    constexpr FwdTunedConfig cfg{NORMTUNE_UNPAREN config};                                        \
+    constexpr DependentOn<kShard, FwdTunedConfig> cfg{NORMTUNE_UNPAREN config};                    \
     add_tuned_fwd<FwdTraits<w, i, o, NormType::k##norm == NormType::kRMSNorm,                    \
                             Stage::k##stage == Stage::kForwardAdd>,                               \
                   hidden, cfg.vecs_per_thread, cfg.threads_per_row, cfg.ctas_per_row,            \

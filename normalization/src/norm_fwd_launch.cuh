@@ -3,12 +3,11 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 
 #include <normtune/common/error.h>
 
 #include "kernels/norm_fwd.cuh"
+#include "launch_util.cuh"
 #include "norm_fwd_plan.h"
 
 namespace normtune {
@@ -18,27 +17,11 @@ bool fwd_vector_aligned(const FwdParams& p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;
-  auto ok = [](const void* ptr, size_t align) {
-    return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % align == 0;
-  };
+  constexpr auto ok = aligned_to;
   return p.hidden % kVec == 0 && ok(p.x, alignof(Vec<I, kVec>)) &&
          ok(p.residual, alignof(Vec<I, kVec>)) && ok(p.residual_out, alignof(Vec<I, kVec>)) &&
          ok(p.gamma, alignof(Vec<W, kVec>)) && ok(p.beta, alignof(Vec<W, kVec>)) &&
          ok(p.z, alignof(Vec<O, kVec>));
-}
-
-// Resident CTAs per SM for a kernel at a block size, asked once per (kernel, block size).
-template <typename Kernel>
-int resident_ctas_per_sm(Kernel kernel, int threads) {
-  static std::array<std::atomic<int>, kMaxCtaThreads / kWarp + 1> cache{};
-  std::atomic<int>& slot = cache[threads / kWarp];
-  int n = slot.load(std::memory_order_relaxed);
-  if (n == 0) {
-    NORMTUNE_CUDA_CHECK(platform::max_active_blocks_per_sm(&n, kernel, threads, 0));
-    n = std::max(n, 1);
-    slot.store(n, std::memory_order_relaxed);
-  }
-  return n;
 }
 
 template <typename Traits, typename Shape>

@@ -21,15 +21,6 @@ int group_size(int threads) {
   return g;
 }
 
-FwdPlan one_cta(int nvec, int n) {
-  FwdPlan plan;
-  plan.vecs_per_thread = n;
-  plan.threads_per_row = group_size(ceil_div(nvec, n));
-  plan.rows_per_cta =
-      plan.threads_per_row >= kTargetThreads ? 1 : kTargetThreads / plan.threads_per_row;
-  return plan;
-}
-
 FwdPlan streaming() {
   FwdPlan plan;
   plan.vecs_per_thread = 0;
@@ -39,15 +30,24 @@ FwdPlan streaming() {
 
 }  // namespace
 
+FwdPlan plan_row_in_registers(int nvec, int n) {
+  FwdPlan plan;
+  plan.vecs_per_thread = n;
+  plan.threads_per_row = group_size(ceil_div(nvec, n));
+  plan.rows_per_cta =
+      plan.threads_per_row >= kTargetThreads ? 1 : kTargetThreads / plan.threads_per_row;
+  return plan;
+}
+
 FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   if (vec == 1) {
     // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
-    return nvec <= 8 * kMaxThreads ? one_cta(nvec, 8) : streaming();
+    return nvec <= 8 * kMaxThreads ? plan_row_in_registers(nvec, 8) : streaming();
   }
   // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
   // size from 128 to 4096), fewer only for tiny rows.
-  if (nvec <= 4 * kMaxThreads) return one_cta(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
+  if (nvec <= 4 * kMaxThreads) return plan_row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
   // Longer rows stream through L2 (read twice, the second time from L2). Splitting them
   // over a thread-block cluster, which the kernels support, measured slower on the H200
   // (a cluster barrier per row): tuned entries may still ask for it.

@@ -9,6 +9,10 @@ namespace normtune {
 // vector-aligned). clusters: whether rows may be split over a thread-block cluster.
 FwdPlan plan_forward(int hidden, int vec, bool clusters);
 
+// A row of nvec vectors held n per thread by one CTA: threads per row (a power of two below
+// the warp size, else whole warps) and rows per CTA (128-thread CTAs for short rows).
+FwdPlan plan_row_in_registers(int nvec, int n);
+
 // Whether a plan can run a row of `hidden` elements at vector width `vec`.
 bool plan_fits(const FwdPlan& plan, int hidden, int vec, bool clusters);
 

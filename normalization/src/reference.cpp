@@ -60,4 +60,49 @@ FwdOutputs norm_fwd(const FwdInputs& in) {
   return out;
 }
 
+BwdOutputs norm_bwd(const BwdInputs& in) {
+  const int64_t rows = in.rows;
+  const int64_t hidden = in.hidden;
+  const bool rms = in.norm == NormType::kRMSNorm;
+  const auto n = static_cast<size_t>(rows * hidden);
+  const auto h = static_cast<size_t>(hidden);
+  BwdOutputs out;
+  out.dx.resize(n);
+  out.dx_scale.resize(n);
+  out.dgamma.assign(h, 0.0);
+  out.dgamma_scale.assign(h, 0.0);
+  if (!rms) {
+    out.dbeta.assign(h, 0.0);
+    out.dbeta_scale.assign(h, 0.0);
+  }
+  std::vector<double> y(h), dy(h);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double mu = rms ? 0.0 : in.mu[r];
+    const double rs = in.rsigma[r];
+    double c1 = 0, c2 = 0;
+    for (int64_t k = 0; k < hidden; ++k) {
+      const double dz = in.dz[r * hidden + k];
+      y[k] = (in.x[r * hidden + k] - mu) * rs;
+      dy[k] = dz * (in.gamma[k] + (in.zero_centered_gamma ? 1.0 : 0.0));
+      c1 += dy[k] * y[k];
+      c2 += dy[k];
+      out.dgamma[k] += dz * y[k];
+      out.dgamma_scale[k] += std::fabs(dz * y[k]);
+      if (!rms) {
+        out.dbeta[k] += dz;
+        out.dbeta_scale[k] += std::fabs(dz);
+      }
+    }
+    c1 /= static_cast<double>(hidden);
+    c2 = rms ? 0.0 : c2 / static_cast<double>(hidden);
+    for (int64_t k = 0; k < hidden; ++k) {
+      const int64_t i = r * hidden + k;
+      const double a = in.add != nullptr ? in.add[i] : 0.0;
+      out.dx[i] = rs * (dy[k] - c2 - y[k] * c1) + a;
+      out.dx_scale[i] = rs * (std::fabs(dy[k]) + std::fabs(c2) + std::fabs(y[k] * c1)) + std::fabs(a);
+    }
+  }
+  return out;
+}
+
 }  // namespace normtune::reference

@@ -1,15 +1,23 @@
-/* Normalization: TransformerEngine 2.18's forward API (same names, argument order and
- * semantics), plus normtune's fused residual-add forward.
+/* Normalization: TransformerEngine 2.18's forward and backward API (same names, argument
+ * order and semantics), plus normtune's fused residual-add forward.
  *
  * Shapes: x is [N, H] (flatten leading dimensions first), gamma and beta are [H], mu and
  * rsigma are [N] fp32, z has x's shape. Types: x, gamma, beta, z in fp32, fp16 or bf16 with
  * gamma and beta of x's type or fp32, and z of x's type, or narrower when x is fp32
  * (fp32 -> bf16/fp16). Statistics and arithmetic are fp32.
  *
+ * Backward: dz, x and dx share x's shape and dtype (fp32, fp16 or bf16), gamma is of x's
+ * type or fp32, dgamma and dbeta have gamma's shape and dtype; mu and rsigma are the
+ * forward's fp32 statistics. dx may be dz (or, for bwd_add, add) itself: in place.
+ * dgamma/dbeta are reduced in two deterministic stages through the workspace (fp32 partial
+ * rows, no atomics): the same inputs and multiprocessorCount give the same bits every run.
+ *
  * Workspace (TransformerEngine's two-call protocol): call once with an empty workspace
  * tensor (shape with ndim 0); the call only sets its shape and dtype (bytes, kNVTEByte) and
- * returns. Allocate it, then call again with it: the work runs, asynchronously on `stream`.
- * A workspace of another size on the second call is an error.
+ * returns. Allocate it (16-byte aligned), then call again with it: the work runs,
+ * asynchronously on `stream`. A workspace of another size on the second call is an error.
+ * Forward needs none (0 bytes); backward's size depends on the shapes, the dtypes, the
+ * alignment of the data and multiprocessorCount, so query again when any of them changes.
  *
  * multiprocessorCount bounds the persistent grid (pass the SM count, or fewer to leave SMs
  * to other work; 0 means all SMs of the device).
@@ -54,6 +62,29 @@ void normtune_rmsnorm_add_fwd(const NVTETensor x, const NVTETensor residual,
                               NVTETensor residual_out, NVTETensor rsigma, NVTETensor workspace,
                               const int multiprocessorCount, const bool zero_centered_gamma,
                               cudaStream_t stream);
+
+/* RMSNorm backward (with y = x * rsigma, dy = dz * g):
+ *   dx = rsigma * (dy - y * mean(dy * y)),  dgamma = sum over rows of dz * y. */
+void nvte_rmsnorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETensor rsigma,
+                      const NVTETensor gamma, NVTETensor dx, NVTETensor dgamma,
+                      NVTETensor workspace, const int multiprocessorCount,
+                      const bool zero_centered_gamma, cudaStream_t stream);
+
+/* RMSNorm backward with a gradient added: dx = (RMSNorm backward's dx) + add, summed in
+ * fp32 and rounded once. add has x's shape and dtype. */
+void nvte_rmsnorm_bwd_add(const NVTETensor dz, const NVTETensor x, const NVTETensor add,
+                          const NVTETensor rsigma, const NVTETensor gamma, NVTETensor dx,
+                          NVTETensor dgamma, NVTETensor workspace, const int multiprocessorCount,
+                          const bool zero_centered_gamma, cudaStream_t stream);
+
+/* LayerNorm backward (with y = (x - mu) * rsigma, dy = dz * g):
+ *   dx = rsigma * (dy - mean(dy) - y * mean(dy * y)),
+ *   dgamma = sum over rows of dz * y,  dbeta = sum over rows of dz. */
+void nvte_layernorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETensor mu,
+                        const NVTETensor rsigma, const NVTETensor gamma, NVTETensor dx,
+                        NVTETensor dgamma, NVTETensor dbeta, NVTETensor workspace,
+                        const int multiprocessorCount, const bool zero_centered_gamma,
+                        cudaStream_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"

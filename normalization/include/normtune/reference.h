@@ -39,6 +39,33 @@ struct FwdOutputs {
 // kernels do, rounded to x's type); g = gamma (+ 1 with zero-centered gamma).
 FwdOutputs norm_fwd(const FwdInputs& in);
 
+struct BwdInputs {
+  NormType norm = NormType::kRMSNorm;
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  const double* dz = nullptr;      // [rows, hidden]
+  const double* x = nullptr;       // [rows, hidden]
+  const double* add = nullptr;     // [rows, hidden] or nullptr (no added gradient)
+  const double* mu = nullptr;      // [rows], LayerNorm only (the forward's fp32 values)
+  const double* rsigma = nullptr;  // [rows]
+  const double* gamma = nullptr;   // [hidden]
+  bool zero_centered_gamma = false;
+};
+
+struct BwdOutputs {
+  std::vector<double> dx;          // [rows, hidden]
+  std::vector<double> dgamma;      // [hidden]
+  std::vector<double> dbeta;       // [hidden], LayerNorm only
+  // Error scales for fp32 arithmetic: per element of dx, rsigma * (|dy| + |mean(dy)| +
+  // |y * mean(dy * y)|) (+ |add|); per column, the sums of |dz * y| and |dz|.
+  std::vector<double> dx_scale, dgamma_scale, dbeta_scale;
+};
+
+// y = (x - mu) * rsigma (RMSNorm: mu = 0), g = gamma (+ 1), dy = dz * g:
+//   dx = rsigma * (dy - mean(dy) - y * mean(dy * y)) + add   (RMSNorm: no mean(dy) term)
+//   dgamma = sum over rows of dz * y,  dbeta = sum over rows of dz
+BwdOutputs norm_bwd(const BwdInputs& in);
+
 // Values representable in `t` (fp32, fp16, bf16) rounded to nearest even.
 double round_to(DType t, double v);
 

@@ -24,4 +24,18 @@ const FwdPlan* forward_plan_override();
 // The layout the general forward kernel would use (the heuristic, or the override).
 FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters);
 
+// How a backward call lays rows over threads (see normalization/src/kernels/norm_bwd.cuh).
+struct BwdPlan {
+  int vecs_per_thread = 1;  // N: vectors of x and dz each thread holds; 0 = long rows
+                            // (row terms streamed, then column tiles)
+  int threads_per_row = 1;  // G (register-resident rows only)
+  int rows_per_cta = 1;     // R (register-resident rows only)
+
+  bool operator==(const BwdPlan&) const = default;
+};
+
+// The layout the general backward kernel uses for a row of `hidden_size` elements accessed
+// `vector_elements` at a time (1 when the data is not vector-aligned).
+BwdPlan backward_plan(int hidden_size, int vector_elements);
+
 }  // namespace normtune

@@ -124,6 +124,15 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
   return hipSuccess;
 }
 
+// kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
+                        cudaStream_t stream, Args&&... args) {
+  hipLaunchKernelGGL(kernel, grid, dim3(block), static_cast<unsigned>(smem), stream,
+                     std::forward<Args>(args)...);
+  return hipSuccess;
+}
+
 inline bool supports_clusters(int /*device*/) { return false; }
 }  // namespace normtune::platform
 
@@ -203,6 +212,18 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
   attribute.val.clusterDim.z = 1;
   config.attrs = &attribute;
   config.numAttrs = cluster > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
+                        cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

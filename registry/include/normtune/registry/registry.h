@@ -31,6 +31,8 @@ ArchFamily current_arch_family();
 // ("x is not 16-byte aligned"). `args` is the registering layer's argument struct.
 using CanImplementFn = const char* (*)(const void* args);
 using RunFn = void (*)(const void* args, cudaStream_t stream);
+// Bytes of workspace the call needs (the same answer for the size query and the real call).
+using WorkspaceFn = size_t (*)(const void* args);
 
 // Where a tuned entry's numbers came from (printed by `normtune list`).
 struct Provenance {
@@ -47,6 +49,7 @@ struct KernelEntry {
   std::string config;          // the named config fields, human readable
   CanImplementFn can_implement = nullptr;  // nullptr: can run every call of its key
   RunFn run = nullptr;
+  WorkspaceFn workspace_bytes = nullptr;   // nullptr: the kernel needs no workspace
   Provenance provenance;       // tuned entries only
 
   bool is_general() const { return key.hidden_size == kAnyHiddenSize; }

@@ -1,0 +1,395 @@
+// Backward RMSNorm / LayerNorm, optionally adding a gradient (bwd_add: dx += add).
+//
+// With y = (x - mu) * rsigma (RMSNorm: mu = 0), g = gamma (+ 1 with zero-centered gamma),
+// dy = dz * g and, over the row, c1 = mean(dy * y), c2 = mean(dy) (RMSNorm: c2 = 0):
+//   dx     = rsigma * (dy - c2 - y * c1)   (+ add)
+//   dgamma = sum over rows of dz * y,   dbeta = sum over rows of dz   (LayerNorm)
+// rsigma and mu are the forward's fp32 statistics. Arithmetic is fp32.
+//
+// dgamma/dbeta are reduced in two deterministic stages, with no atomics and no memset:
+//  1. each program (a CTA of the register-resident kernel, or a row range of the column
+//     kernel) accumulates its rows in fp32 and writes one partial row of every column to
+//     the workspace, [K][programs][row_stride] (K = 1: dgamma; K = 2: dgamma, dbeta);
+//  2. norm_bwd_finalize_kernel sums the partial rows of each column in a fixed order and
+//     writes dgamma/dbeta in gamma's dtype.
+// The same multiprocessorCount gives the same programs, hence the same bits, on every run.
+//
+// Kernels:
+//  - norm_bwd_kernel (kN >= 1): the row is held in registers (kN vectors per thread, the
+//    forward's layout: G threads per row, R = blockDim / G rows per CTA), so x and dz are
+//    read once; a persistent grid walks row tiles; gamma is loaded once per CTA (held in
+//    registers when they allow); the CTA's R row groups are combined in shared memory
+//    before the partial row is written. Latency is hidden by occupancy (up to 2 vectors
+//    per thread fit 64 registers: 2048 threads per SM) rather than by prefetching, which
+//    would not fit.
+//  - long rows (kN == 0): norm_bwd_row_terms_kernel streams each row once to get c1, c2
+//    (to the workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a
+//    vector of columns over a range of rows, so its dgamma partial stays in registers.
+//    x and dz are read twice (the price of rows too long for registers).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/reduce.cuh"
+#include "kernels/vec.cuh"
+#include "norm_bwd_args.h"
+
+namespace normtune {
+
+// What is computed: gamma's type (and dgamma's), the type of x, dz, dx (and add), the norm,
+// and whether a gradient is added to dx.
+template <typename W, typename I, bool kRms, bool kAdd>
+struct BwdTraits {
+  using Weight = W;
+  using Input = I;
+  static constexpr bool kRmsNorm = kRms;
+  static constexpr bool kAddGrad = kAdd;
+  static constexpr int kOutputs = kRms ? 1 : 2;  // dgamma (+ dbeta): also the row terms
+};
+
+// How the row is laid out; 0 means "decided at run time". kN == 0: long rows.
+template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0>
+struct BwdShape {
+  static constexpr int kVec = kVec_;
+  static constexpr int kN = kN_;
+  static constexpr int kHidden = kHidden_;
+  static constexpr int kG = kG_;
+};
+
+inline constexpr int kBwdColumnThreads = 256;  // CTA of the column kernel
+inline constexpr int kBwdColumnRows = 4;       // rows the column kernel loads at once
+
+// The per-element arithmetic, shared by all kernels.
+template <typename Traits>
+struct BwdMath {
+  float mu, rsigma, shift;
+
+  __device__ __forceinline__ float y(float x) const { return (x - mu) * rsigma; }
+  __device__ __forceinline__ float dy(float dz, float g) const { return dz * (g + shift); }
+  // Row terms of one element: (dy * y, dy).
+  __device__ __forceinline__ void add_terms(float x, float dz, float g,
+                                            Floats<Traits::kOutputs>& s) const {
+    const float d = dy(dz, g);
+    s.v[0] += d * y(x);
+    if constexpr (!Traits::kRmsNorm) s.v[1] += d;
+  }
+  __device__ __forceinline__ float dx(float x, float dz, float g, float c1, float c2) const {
+    return rsigma * (dy(dz, g) - c2 - y(x) * c1);
+  }
+};
+
+template <typename Traits>
+__device__ __forceinline__ BwdMath<Traits> bwd_math(const BwdParams& p, int64_t row) {
+  return {Traits::kRmsNorm ? 0.f : p.mu[row], p.rsigma[row], p.zero_centered_gamma ? 1.f : 0.f};
+}
+
+// dx of one vector (rounded once to I, after adding `add` for bwd_add), stored at `off`.
+template <typename Traits, int kVec>
+__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+                                         const Vec<typename Traits::Input, kVec>& x,
+                                         const Vec<typename Traits::Input, kVec>& dz,
+                                         const Vec<typename Traits::Weight, kVec>& g, float c1,
+                                         float c2) {
+  using I = typename Traits::Input;
+  Vec<I, kVec> out;
+  [[maybe_unused]] Vec<I, kVec> a;
+  if constexpr (Traits::kAddGrad) a.load(static_cast<const I*>(p.add) + off);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    float d = m.dx(to_float(x.v[k]), to_float(dz.v[k]), to_float(g.v[k]), c1, c2);
+    if constexpr (Traits::kAddGrad) d += to_float(a.v[k]);
+    out.v[k] = from_float<I>(d);
+  }
+  out.store(static_cast<I*>(p.dx) + off);
+}
+
+// dgamma (+ dbeta) partial sums of the columns of one vector.
+template <typename Traits, int kVec>
+struct GradAccum {
+  float v[Traits::kOutputs][kVec];
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int o = 0; o < Traits::kOutputs; ++o) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[o][k] = 0.f;
+    }
+  }
+  template <typename I>
+  __device__ __forceinline__ void add(const BwdMath<Traits>& m, const Vec<I, kVec>& x,
+                                      const Vec<I, kVec>& dz) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float d = to_float(dz.v[k]);
+      v[0][k] += d * m.y(to_float(x.v[k]));
+      if constexpr (!Traits::kRmsNorm) v[1][k] += d;
+    }
+  }
+  // Writes output o's kVec columns starting at `col` of partial row `program`.
+  __device__ __forceinline__ void store(const BwdParams& p, int o, int64_t program, int col) const {
+    float* dst = p.partials + (static_cast<int64_t>(o) * p.programs + program) * p.row_stride + col;
+    if constexpr (kVec % 4 == 0) {
+      Vec<float, kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) out.v[k] = v[o][k];
+      out.store(dst);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dst[k] = v[o][k];
+    }
+  }
+};
+
+// Register budget: 64 per thread (2048 threads per SM) for a vector per thread, or two for
+// RMSNorm (LayerNorm's dbeta partials would spill); 128 beyond.
+template <typename Traits, typename Shape>
+inline constexpr int kBwdMinBlocks = Shape::kN == 1 || (Shape::kN == 2 && Traits::kRmsNorm) ? 2 : 1;
+
+// Shared memory of the in-CTA combine of R > 1 row groups: [K][R][G * kVec] floats.
+template <typename Traits, typename Shape>
+constexpr size_t bwd_combine_smem_bytes(int threads, int rows_per_cta) {
+  return rows_per_cta > 1 ? sizeof(float) * Traits::kOutputs * threads * Shape::kVec : 0;
+}
+
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) norm_bwd_kernel(const BwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  constexpr int K = Traits::kOutputs;
+  constexpr int kVec = Shape::kVec;
+  constexpr int kN = Shape::kN;
+  // Registers: x, dz and the fp32 partials of kN vectors; gamma too when it fits.
+  constexpr bool kHoldGamma = kN == 1;
+  static_assert(kN >= 1, "norm_bwd_kernel holds rows in registers");
+  using VI = Vec<I, kVec>;
+  using VW = Vec<W, kVec>;
+
+  __shared__ ReduceSmem<K> smem;
+  extern __shared__ float combine[];
+  int phase = 0;
+
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int G = Shape::kG ? Shape::kG : p.threads_per_row;
+  const int nvec = hidden / kVec;
+  const int rows_per_cta = blockDim.x / G;
+  const int t = threadIdx.x % G;
+  const int group = threadIdx.x / G;
+  const int64_t num_tiles = (p.rows + rows_per_cta - 1) / rows_per_cta;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+  const I* x = static_cast<const I*>(p.x);
+  const I* dz = static_cast<const I*>(p.dz);
+  const W* gamma = static_cast<const W*>(p.gamma);
+  auto vec_index = [&](int i) { return i * G + t; };
+
+  // gamma: held in registers when they allow it (else re-read per row, from L1/L2).
+  [[maybe_unused]] VW g_held[kHoldGamma ? kN : 1];
+  GradAccum<Traits, kVec> acc[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    acc[i].clear();
+    if constexpr (kHoldGamma) {
+      if (vec_index(i) < nvec) g_held[i].load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
+    }
+  }
+  auto gamma_vec = [&](int i) {
+    if constexpr (kHoldGamma) {
+      return g_held[i];
+    } else {
+      VW g;
+      g.load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
+      return g;
+    }
+  };
+
+  VI x_r[kN], dz_r[kN];
+  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    const int64_t row = tile * rows_per_cta + group;
+    const bool row_ok = row < p.rows;
+    BwdMath<Traits> m{};
+    if (row_ok) {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        const int v = vec_index(i);
+        if (v < nvec) {
+          const int64_t off = row * hidden + static_cast<int64_t>(v) * kVec;
+          x_r[i].load(x + off);
+          dz_r[i].load(dz + off);
+        }
+      }
+      m = bwd_math<Traits>(p, row);
+    }
+
+    Floats<K> s{};
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (row_ok && vec_index(i) < nvec) {
+        const VW g = gamma_vec(i);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          m.add_terms(to_float(x_r[i].v[k]), to_float(dz_r[i].v[k]), to_float(g.v[k]), s);
+        }
+        acc[i].add(m, x_r[i], dz_r[i]);
+      }
+    }
+    s = group_reduce(s, AddOp{}, G, 1, smem, phase);
+    const float c1 = s.v[0] * inv_hidden;
+    const float c2 = Traits::kRmsNorm ? 0.f : s.v[K - 1] * inv_hidden;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int v = vec_index(i);
+      if (row_ok && v < nvec) {
+        store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, x_r[i], dz_r[i],
+                               gamma_vec(i), c1, c2);
+      }
+    }
+  }
+
+  // This CTA's partial row.
+  if (rows_per_cta == 1) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int v = vec_index(i);
+      if (v < nvec) {
+#pragma unroll
+        for (int o = 0; o < K; ++o) acc[i].store(p, o, blockIdx.x, v * kVec);
+      }
+    }
+    return;
+  }
+  // R row groups share the columns: combine them in a fixed order, one vector slot at a time.
+  const int width = G * kVec;  // columns of slot i: [i * width, (i + 1) * width)
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+#pragma unroll
+    for (int o = 0; o < K; ++o) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) combine[(o * rows_per_cta + group) * width + t * kVec + k] = acc[i].v[o][k];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < K * width; idx += blockDim.x) {
+      const int o = idx / width;
+      const int c = idx % width;
+      const int col = i * width + c;
+      if (col < hidden) {
+        float sum = combine[o * rows_per_cta * width + c];
+        for (int r = 1; r < rows_per_cta; ++r) sum += combine[(o * rows_per_cta + r) * width + c];
+        p.partials[(static_cast<int64_t>(o) * p.programs + blockIdx.x) * p.row_stride + col] = sum;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Long rows, step 1: c1 and c2 of every row (one row per CTA at a time, streamed).
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_row_terms_kernel(const BwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  constexpr int K = Traits::kOutputs;
+  constexpr int kVec = Shape::kVec;
+  __shared__ ReduceSmem<K> smem;
+  int phase = 0;
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int nvec = hidden / kVec;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+  const W* gamma = static_cast<const W*>(p.gamma);
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const BwdMath<Traits> m = bwd_math<Traits>(p, row);
+    const I* x = static_cast<const I*>(p.x) + row * hidden;
+    const I* dz = static_cast<const I*>(p.dz) + row * hidden;
+    Floats<K> s{};
+#pragma unroll 4
+    for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+      const int64_t off = static_cast<int64_t>(v) * kVec;
+      Vec<I, kVec> xv, dzv;
+      Vec<W, kVec> g;
+      xv.load(x + off);
+      dzv.load(dz + off);
+      g.load(gamma + off);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) m.add_terms(to_float(xv.v[k]), to_float(dzv.v[k]), to_float(g.v[k]), s);
+    }
+    s = group_reduce(s, AddOp{}, static_cast<int>(blockDim.x), 1, smem, phase);
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) p.row_terms[row * 2 + k] = s.v[k] * inv_hidden;
+    }
+  }
+}
+
+// Long rows, step 2: blockIdx.x tiles the columns (a vector per thread), blockIdx.y is the
+// program: rows [y * rows_per_program, (y + 1) * rows_per_program).
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(const BwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  constexpr int kVec = Shape::kVec;
+  constexpr int kRows = kBwdColumnRows;
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int nvec = hidden / kVec;
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= nvec) return;
+  const int64_t col = static_cast<int64_t>(v) * kVec;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * p.rows_per_program;
+  const int64_t last = first + p.rows_per_program < p.rows ? first + p.rows_per_program : p.rows;
+  const I* x = static_cast<const I*>(p.x);
+  const I* dz = static_cast<const I*>(p.dz);
+  Vec<W, kVec> g;
+  g.load(static_cast<const W*>(p.gamma) + col);
+  GradAccum<Traits, kVec> acc;
+  acc.clear();
+  for (int64_t r0 = first; r0 < last; r0 += kRows) {
+    Vec<I, kVec> xs[kRows], dzs[kRows];
+    BwdMath<Traits> ms[kRows];
+    float c1[kRows], c2[kRows];
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t row = r0 + j;
+      if (row < last) {
+        xs[j].load(x + row * hidden + col);
+        dzs[j].load(dz + row * hidden + col);
+        ms[j] = bwd_math<Traits>(p, row);
+        c1[j] = p.row_terms[row * 2];
+        c2[j] = Traits::kRmsNorm ? 0.f : p.row_terms[row * 2 + 1];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t row = r0 + j;
+      if (row < last) {
+        store_dx<Traits, kVec>(p, row * hidden + col, ms[j], xs[j], dzs[j], g, c1[j], c2[j]);
+        acc.add(ms[j], xs[j], dzs[j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < Traits::kOutputs; ++o) acc.store(p, o, blockIdx.y, static_cast<int>(col));
+}
+
+// Stage 2: out[col] = sum over programs q = 0, 1, ... of partials[o][q][col], in a fixed
+// order (slice s of the CTA sums q = s, s + kSlices, ...; then the slices in order).
+// blockIdx.y = o (0: dgamma, 1: dbeta). With no programs (no rows) it writes zeros.
+template <typename W>
+__global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_finalize_kernel(const BwdParams p) {
+  constexpr int kSlices = kMaxCtaThreads / kWarp;
+  __shared__ float parts[kSlices][kWarp];
+  const int lane = threadIdx.x % kWarp;
+  const int slice = threadIdx.x / kWarp;
+  const int col = blockIdx.x * kWarp + lane;
+  const int o = blockIdx.y;
+  float s = 0.f;
+  if (col < p.hidden) {
+    const float* src = p.partials + static_cast<int64_t>(o) * p.programs * p.row_stride + col;
+#pragma unroll 4
+    for (int q = slice; q < p.programs; q += kSlices) s += src[static_cast<int64_t>(q) * p.row_stride];
+  }
+  parts[slice][lane] = s;
+  __syncthreads();
+  if (slice == 0 && col < p.hidden) {
+    float total = parts[0][lane];
+    for (int j = 1; j < kSlices; ++j) total += parts[j][lane];
+    static_cast<W*>(o == 0 ? p.dgamma : p.dbeta)[col] = from_float<W>(total);
+  }
+}
+
+}  // namespace normtune

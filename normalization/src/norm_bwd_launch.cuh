@@ -1,0 +1,176 @@
+// Launchers for the backward kernels: the workspace layout and size, the grids, the general
+// entry (layout planned per call) and the tuned entries (layout fixed at compile time).
+//
+// Workspace (16-byte aligned, bytes):
+//   [row_terms: rows x 2 floats, long rows only, rounded up to 4 floats]
+//   [partials:  K x programs x row_stride floats]   row_stride = hidden rounded up to 4
+// programs is the grid of the register-resident kernel (bounded by multiprocessorCount x the
+// CTAs resident per SM, and by the row tiles), or the row ranges of the column kernel. The
+// size query and the real call compute it from the same arguments, so they agree.
+#pragma once
+
+#include <algorithm>
+
+#include <normtune/common/error.h>
+#include <normtune/tuning.h>
+
+#include "kernels/norm_bwd.cuh"
+#include "launch_util.cuh"
+
+namespace normtune {
+
+template <typename Traits, int kVec>
+bool bwd_vector_aligned(const BwdParams& p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  const size_t vi = alignof(Vec<I, kVec>);
+  const size_t vw = alignof(Vec<W, kVec>);
+  return p.hidden % kVec == 0 && aligned_to(p.x, vi) && aligned_to(p.dz, vi) &&
+         aligned_to(p.add, vi) && aligned_to(p.dx, vi) && aligned_to(p.gamma, vw);
+}
+
+// Column-kernel CTAs to aim for per SM (long rows).
+inline constexpr int kBwdColumnCtasPerSm = 4;
+
+struct BwdGeometry {
+  int64_t grid = 0;            // main kernel CTAs (register-resident) or row-terms CTAs
+  int threads = 0;             // register-resident: G x R
+  size_t smem = 0;             // register-resident: dynamic shared memory
+  int column_tiles = 0;        // long rows: CTAs across the columns
+  int programs = 0;            // partial rows
+  int64_t rows_per_program = 0;
+  int row_stride = 0;
+  size_t row_terms_floats = 0;
+  size_t workspace_bytes = 0;
+};
+
+template <typename Traits, typename Shape>
+BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
+  const BwdParams& p = args.params;
+  BwdGeometry g;
+  g.row_stride = (p.hidden + 3) / 4 * 4;
+  if (p.rows == 0) return g;  // nothing to reduce: finalize writes zeros
+  const int64_t sm_bound = std::max(args.sm_bound, 1);
+  if constexpr (Shape::kN > 0) {
+    g.threads = plan.threads_per_row * plan.rows_per_cta;
+    g.smem = bwd_combine_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
+    const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+    const int64_t resident =
+        sm_bound * resident_ctas_per_sm(norm_bwd_kernel<Traits, Shape>, g.threads, g.smem);
+    g.grid = std::max<int64_t>(1, std::min(tiles, resident));
+    g.programs = static_cast<int>(g.grid);
+  } else {
+    const int nvec = p.hidden / Shape::kVec;
+    g.column_tiles = (nvec + kBwdColumnThreads - 1) / kBwdColumnThreads;
+    const int64_t want = (sm_bound * kBwdColumnCtasPerSm + g.column_tiles - 1) / g.column_tiles;
+    const int64_t ranges = std::clamp<int64_t>(want, 1, p.rows);
+    g.rows_per_program = (p.rows + ranges - 1) / ranges;
+    g.programs = static_cast<int>((p.rows + g.rows_per_program - 1) / g.rows_per_program);
+    g.row_terms_floats = static_cast<size_t>((p.rows * 2 + 3) / 4 * 4);
+    g.grid = std::min<int64_t>(
+        p.rows, sm_bound * resident_ctas_per_sm(norm_bwd_row_terms_kernel<Traits, Shape>, kMaxCtaThreads));
+  }
+  g.workspace_bytes = sizeof(float) * (g.row_terms_floats + static_cast<size_t>(Traits::kOutputs) *
+                                                                 g.programs * g.row_stride);
+  return g;
+}
+
+template <typename Traits, typename Shape>
+void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
+  const BwdGeometry g = bwd_geometry<Traits, Shape>(args, plan);
+  BwdParams p = args.params;
+  float* ws = static_cast<float*>(args.workspace);
+  p.programs = g.programs;
+  p.row_stride = g.row_stride;
+  p.threads_per_row = plan.threads_per_row;
+  p.rows_per_program = g.rows_per_program;
+  p.row_terms = g.row_terms_floats > 0 ? ws : nullptr;
+  p.partials = g.programs > 0 ? ws + g.row_terms_floats : nullptr;
+  if (p.rows > 0) {
+    if constexpr (Shape::kN > 0) {
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_kernel<Traits, Shape>,
+                                                dim3(static_cast<unsigned>(g.grid)),
+                                                static_cast<unsigned>(g.threads), g.smem, stream, p));
+    } else {
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_row_terms_kernel<Traits, Shape>,
+                                                dim3(static_cast<unsigned>(g.grid)), kMaxCtaThreads,
+                                                0, stream, p));
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(
+          norm_bwd_columns_kernel<Traits, Shape>,
+          dim3(static_cast<unsigned>(g.column_tiles), static_cast<unsigned>(g.programs)),
+          kBwdColumnThreads, 0, stream, p));
+    }
+    NORMTUNE_CHECK_LAUNCH();
+  }
+  const unsigned column_blocks = static_cast<unsigned>((p.hidden + kWarp - 1) / kWarp);
+  NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_finalize_kernel<typename Traits::Weight>,
+                                            dim3(column_blocks, Traits::kOutputs), kMaxCtaThreads,
+                                            0, stream, p));
+  NORMTUNE_CHECK_LAUNCH();
+}
+
+// Calls fn.template operator()<Shape>(plan) with the general kernel's shape for the call.
+template <typename Traits, typename Fn>
+auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
+  using I = typename Traits::Input;
+  constexpr int kVec = 16 / sizeof(I);
+  const bool aligned = bwd_vector_aligned<Traits, kVec>(args.params);
+  const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1);
+  if (aligned) {
+    switch (plan.vecs_per_thread) {
+      case 1: return fn.template operator()<BwdShape<kVec, 1>>(plan);
+      case 2: return fn.template operator()<BwdShape<kVec, 2>>(plan);
+      case 4: return fn.template operator()<BwdShape<kVec, 4>>(plan);
+      case 0: return fn.template operator()<BwdShape<kVec, 0>>(plan);
+    }
+  } else {
+    switch (plan.vecs_per_thread) {
+      case 8: return fn.template operator()<BwdShape<1, 8>>(plan);
+      case 0: return fn.template operator()<BwdShape<1, 0>>(plan);
+    }
+  }
+  NORMTUNE_ERROR("internal: no backward kernel variant for plan vecs_per_thread=",
+                 plan.vecs_per_thread, " aligned=", aligned);
+}
+
+template <typename Traits>
+void run_bwd_general(const void* opaque, cudaStream_t stream) {
+  const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+  with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
+    launch_bwd<Traits, Shape>(args, plan, stream);
+  });
+}
+
+template <typename Traits>
+size_t bwd_general_workspace(const void* opaque) {
+  const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+  return with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
+    return bwd_geometry<Traits, Shape>(args, plan).workspace_bytes;
+  });
+}
+
+// A tuned entry: hidden size and layout fixed at compile time; needs vector-aligned data.
+// kN == 0: the long-row kernels at a compile-time hidden size.
+template <typename Traits, int kHidden, int kN, int kG, int kR>
+struct TunedBwd {
+  using I = typename Traits::Input;
+  static constexpr int kVec = 16 / sizeof(I);
+  using Shape = BwdShape<kVec, kN, kHidden, (kN > 0 ? kG : 0)>;
+  static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
+  static_assert(kN == 0 || kN * kG * kVec >= kHidden, "the tuned layout does not cover the row");
+  static_assert(kN == 0 || (kG * kR <= kMaxCtaThreads && kR >= 1), "at most 512 threads per CTA");
+
+  static constexpr BwdPlan plan() { return {kN, kG, kR}; }
+  static const char* can_implement(const void* opaque) {
+    const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+    return bwd_vector_aligned<Traits, kVec>(args.params) ? nullptr : "data is not 16-byte aligned";
+  }
+  static void run(const void* opaque, cudaStream_t stream) {
+    launch_bwd<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), plan(), stream);
+  }
+  static size_t workspace(const void* opaque) {
+    return bwd_geometry<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), plan()).workspace_bytes;
+  }
+};
+
+}  // namespace normtune

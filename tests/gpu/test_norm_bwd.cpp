@@ -1,0 +1,327 @@
+// Backward RMSNorm / LayerNorm / RMSNorm + add on the GPU against the fp64 reference, and
+// against finite differences of the forward (label gpu).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <normtune/normtune.h>
+
+#include "bwd_case.h"
+
+namespace normtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr DType kWide[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
+
+class NormBwdGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    setenv("NORMTUNE_WARN_FALLBACK", "0", 1);  // many cases fall back on purpose
+  }
+};
+
+BwdCase make_case(NormType norm, bool add, DType t, size_t rows, size_t hidden) {
+  BwdCase c;
+  c.norm = norm;
+  c.add = add;
+  c.wtype = t;
+  c.itype = t;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.seed = static_cast<uint32_t>(rows * 31 + hidden);
+  return c;
+}
+
+struct Variant {
+  NormType norm;
+  bool add;
+};
+constexpr Variant kVariants[] = {{NormType::kRMSNorm, false}, {NormType::kLayerNorm, false}, {NormType::kRMSNorm, true}};
+
+// ---- every tuned entry, at its hidden size ---------------------------------------------
+std::vector<const KernelEntry*> tuned_backward_entries() {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry* e : kernel_registry().entries()) {
+    if (!e->is_general() && (e->key.stage == Stage::kBackward || e->key.stage == Stage::kBackwardAdd)) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+class TunedBwdGpu : public ::testing::TestWithParam<const KernelEntry*> {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    if (GetParam()->arch != current_arch_family()) {
+      GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
+                   << ", this device is " << arch_family_name(current_arch_family());
+    }
+  }
+};
+
+TEST_P(TunedBwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
+  const KernelEntry& e = *GetParam();
+  for (size_t rows : {size_t{1}, size_t{37}}) {
+    BwdCase c = make_case(e.key.norm, e.key.stage == Stage::kBackwardAdd, e.key.itype, rows, e.key.hidden_size);
+    c.wtype = e.key.wtype;
+    const BwdResult r = run_bwd(c);
+    EXPECT_EQ(r.kernel.name, e.name);
+    EXPECT_TRUE(r.kernel.tuned);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, TunedBwdGpu, ::testing::ValuesIn(tuned_backward_entries()),
+                         [](const ::testing::TestParamInfo<const KernelEntry*>& info) {
+                           return std::string(arch_family_name(info.param->arch)).substr(0, 2) +
+                                  std::string(arch_family_name(info.param->arch)).substr(3) + "_" +
+                                  info.param->name;
+                         });
+
+// ---- odd shapes, every dtype and variant (general kernels) -----------------------------
+struct Shape2 {
+  size_t rows, hidden;
+};
+constexpr Shape2 kOddShapes[] = {
+    {1, 1},    {7, 8},     {3, 111},   {37, 768},  {129, 64},   {5, 4097},  {300, 1000},
+    {9, 9000}, {3, 20000}, {2, 65536}, {1, 262144}, {2, 131073},
+};
+
+TEST_F(NormBwdGpu, OddShapesEveryDtypeAndVariant) {
+  for (const Variant v : kVariants) {
+    for (DType t : kWide) {
+      for (const Shape2 s : kOddShapes) {
+        SCOPED_TRACE(detail::concat(s.rows, "x", s.hidden, " ", dtype_name(t)));
+        run_bwd(make_case(v.norm, v.add, t, s.rows, s.hidden));
+      }
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, Fp32GammaWithNarrowInputs) {
+  for (const Variant v : kVariants) {
+    for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+      for (size_t hidden : {size_t{1024}, size_t{3000}, size_t{40000}}) {
+        BwdCase c = make_case(v.norm, v.add, t, 33, hidden);
+        c.wtype = DType::kFloat32;
+        run_bwd(c);
+      }
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, MisalignedStorageUsesTheScalarPath) {
+  for (const Variant v : kVariants) {
+    for (size_t offset : {size_t{2}, size_t{4}, size_t{8}}) {
+      for (size_t hidden : {size_t{1024}, size_t{5000}}) {
+        BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, 19, hidden);
+        c.x_offset = offset;
+        const BwdResult r = run_bwd(c);
+        EXPECT_FALSE(r.kernel.tuned) << r.kernel.name;
+        BwdCase g = c;
+        g.x_offset = 0;
+        g.gamma_offset = offset;
+        run_bwd(g);
+      }
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, ZeroCenteredGamma) {
+  for (const Variant v : kVariants) {
+    for (size_t hidden : {size_t{4096}, size_t{777}, size_t{40000}}) {
+      BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, 21, hidden);
+      c.zero_centered_gamma = true;
+      run_bwd(c);
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, ZeroRowsWriteZeroGradients) {
+  for (const Variant v : kVariants) {
+    const BwdResult r = run_bwd(make_case(v.norm, v.add, DType::kBFloat16, 0, 4096));
+    EXPECT_EQ(r.workspace_bytes, 0u);
+    for (size_t i = 0; i < r.dgamma.count; ++i) ASSERT_EQ(r.dgamma.get(i), 0.0) << i;
+    for (size_t i = 0; i < r.dbeta.count; ++i) ASSERT_EQ(r.dbeta.get(i), 0.0) << i;
+  }
+}
+
+TEST_F(NormBwdGpu, OneRow) {
+  for (const Variant v : kVariants) {
+    for (size_t hidden : {size_t{4096}, size_t{12288}, size_t{100000}}) {
+      run_bwd(make_case(v.norm, v.add, DType::kBFloat16, 1, hidden));
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, MultiprocessorCounts) {
+  const int sms = device_info(current_device()).sm_count;
+  for (const Variant v : kVariants) {
+    for (int count : {1, 7, sms, 3 * sms}) {
+      for (Shape2 s : {Shape2{2000, 1024}, Shape2{4096, 128}, Shape2{50, 40000}}) {
+        BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, s.rows, s.hidden);
+        c.multiprocessor_count = count;
+        run_bwd(c);
+      }
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, BitwiseDeterministicAcrossRuns) {
+  for (const Variant v : kVariants) {
+    for (Shape2 s : {Shape2{3000, 4096}, Shape2{5000, 256}, Shape2{40, 50000}, Shape2{77, 3001}}) {
+      const BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, s.rows, s.hidden);
+      const BwdResult a = run_bwd(c);
+      for (int rep = 0; rep < 3; ++rep) {
+        const BwdResult b = run_bwd(c, false);
+        EXPECT_TRUE(same_bits(a.dx, b.dx, c.describe() + " dx"));
+        EXPECT_TRUE(same_bits(a.dgamma, b.dgamma, c.describe() + " dgamma"));
+        EXPECT_TRUE(same_bits(a.dbeta, b.dbeta, c.describe() + " dbeta"));
+      }
+    }
+  }
+}
+
+TEST_F(NormBwdGpu, InPlaceDxOverDz) {
+  for (const Variant v : kVariants) {
+    for (size_t hidden : {size_t{2048}, size_t{40000}}) {
+      BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, 65, hidden);
+      c.in_place = true;
+      run_bwd(c);
+    }
+  }
+}
+
+// Forward then backward on a small fp32 problem; the gradient of L = sum(z * w) must match
+// central differences of the fp64 reference forward.
+TEST_F(NormBwdGpu, MatchesFiniteDifferencesOfTheForward) {
+  constexpr size_t kRows = 3, kHidden = 64;
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (bool zero_centered : {false, true}) {
+      const bool ln = norm == NormType::kLayerNorm;
+      const HostArray x = random_array(DType::kFloat32, kRows * kHidden, 11, ln ? 0.5 : 0.0, 1.0);
+      const HostArray w = random_array(DType::kFloat32, kRows * kHidden, 12, 0.0, 1.0);
+      const HostArray gamma = random_array(DType::kFloat32, kHidden, 13, zero_centered ? 0.0 : 1.0, 0.2);
+      const HostArray beta = random_array(DType::kFloat32, kHidden, 14, 0.0, 0.5);
+      const float eps = 1e-5f;
+
+      // GPU forward (mu, rsigma), then GPU backward with dz = w.
+      DeviceArray d_x = DeviceArray::from_host(x), d_w = DeviceArray::from_host(w),
+                  d_g = DeviceArray::from_host(gamma), d_b = DeviceArray::from_host(beta);
+      DeviceArray d_z(DType::kFloat32, kRows * kHidden), d_mu(DType::kFloat32, kRows),
+          d_rs(DType::kFloat32, kRows), d_dx(DType::kFloat32, kRows * kHidden),
+          d_dg(DType::kFloat32, kHidden), d_db(DType::kFloat32, kHidden);
+      TensorHandle tx(d_x, {kRows, kHidden}), tw(d_w, {kRows, kHidden}), tg(d_g, {kHidden}),
+          tb(d_b, {kHidden}), tz(d_z, {kRows, kHidden}), tmu(d_mu, {kRows}), trs(d_rs, {kRows}),
+          tdx(d_dx, {kRows, kHidden}), tdg(d_dg, {kHidden}), tdb(d_db, {kHidden});
+      call_with_workspace([&](NVTETensor ws) {
+        if (ln) {
+          nvte_layernorm_fwd(tx, tg, tb, eps, tz, tmu, trs, ws, 0, zero_centered, nullptr);
+        } else {
+          nvte_rmsnorm_fwd(tx, tg, eps, tz, trs, ws, 0, zero_centered, nullptr);
+        }
+      });
+      call_with_workspace([&](NVTETensor ws) {
+        if (ln) {
+          nvte_layernorm_bwd(tw, tx, tmu, trs, tg, tdx, tdg, tdb, ws, 0, zero_centered, nullptr);
+        } else {
+          nvte_rmsnorm_bwd(tw, tx, trs, tg, tdx, tdg, ws, 0, zero_centered, nullptr);
+        }
+      });
+      const HostArray dx = d_dx.to_host(), dg = d_dg.to_host(), db = d_db.to_host();
+
+      std::vector<double> xv = x.values(), gv = gamma.values(), bv = beta.values();
+      const std::vector<double> wv = w.values();
+      auto loss = [&] {
+        reference::FwdInputs in;
+        in.norm = norm;
+        in.rows = kRows;
+        in.hidden = kHidden;
+        in.x = xv.data();
+        in.gamma = gv.data();
+        in.beta = bv.data();
+        in.epsilon = eps;
+        in.zero_centered_gamma = zero_centered;
+        const reference::FwdOutputs f = reference::norm_fwd(in);
+        double l = 0;
+        for (size_t i = 0; i < f.z.size(); ++i) l += f.z[i] * wv[i];
+        return l;
+      };
+      auto central = [&](std::vector<double>& v, size_t i) {
+        const double h = 1e-4, keep = v[i];
+        v[i] = keep + h;
+        const double up = loss();
+        v[i] = keep - h;
+        const double down = loss();
+        v[i] = keep;
+        return (up - down) / (2 * h);
+      };
+      const std::string what = detail::concat(ln ? "LayerNorm" : "RMSNorm", zero_centered ? " zero-centered" : "");
+      for (size_t i = 0; i < kRows * kHidden; i += 5) {
+        EXPECT_NEAR(dx.get(i), central(xv, i), 2e-4) << what << " dx[" << i << "]";
+      }
+      for (size_t k = 0; k < kHidden; ++k) {
+        EXPECT_NEAR(dg.get(k), central(gv, k), 2e-4) << what << " dgamma[" << k << "]";
+        if (ln) {
+          EXPECT_NEAR(db.get(k), central(bv, k), 2e-4) << what << " dbeta[" << k << "]";
+        }
+      }
+    }
+  }
+}
+
+// ---- the workspace protocol and bad input that needs the device -------------------------
+class BwdApiGpu : public NormBwdGpu {
+ protected:
+  static constexpr size_t kRows = 64, kHidden = 1024;
+  DeviceArray x{DType::kBFloat16, kRows * kHidden}, dz{DType::kBFloat16, kRows * kHidden},
+      dx{DType::kBFloat16, kRows * kHidden}, gamma{DType::kBFloat16, kHidden},
+      dgamma{DType::kBFloat16, kHidden}, rsigma{DType::kFloat32, kRows};
+  TensorHandle tx{x, {kRows, kHidden}}, tdz{dz, {kRows, kHidden}}, tdx{dx, {kRows, kHidden}},
+      tg{gamma, {kHidden}}, tdg{dgamma, {kHidden}}, trs{rsigma, {kRows}};
+
+  void call(NVTETensor ws, int sms = 0) { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tdx, tdg, ws, sms, false, nullptr); }
+  size_t query(int sms = 0) {
+    TensorHandle ws;
+    call(ws, sms);
+    return nvte_tensor_shape(ws).data[0];
+  }
+};
+
+TEST_F(BwdApiGpu, WorkspaceQueryIsStableAndScalesWithPrograms) {
+  const size_t full = query();
+  EXPECT_GT(full, 0u);
+  EXPECT_EQ(query(), full);
+  EXPECT_LT(query(1), full);  // one SM: fewer partial rows
+  EXPECT_EQ(query(1) % 16, 0u);
+}
+
+TEST_F(BwdApiGpu, WrongOrMisalignedWorkspaceIsAnErrorAndWritesNothing) {
+  const size_t bytes = query();
+  DeviceBuffer mem(bytes + 64);
+  dx.poison();
+  dgamma.poison();
+  TensorHandle small(mem.get(), {bytes - 16}, DType::kByte);
+  EXPECT_THAT([&] { call(small); }, ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape")));
+  TensorHandle odd(mem.get() + 4, {bytes}, DType::kByte);
+  EXPECT_THAT([&] { call(odd); }, ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected a pointer aligned to 16 bytes")));
+  TensorHandle null_data(nullptr, {kRows, kHidden}, DType::kBFloat16);
+  TensorHandle ws(mem.get(), {bytes}, DType::kByte);
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(null_data, tx, trs, tg, tdx, tdg, ws, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dz': expected a device pointer")));
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tx, tdg, ws, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'x'")));
+  TensorHandle dg_on_ws(mem.get(), {kHidden}, DType::kBFloat16);
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tdx, dg_on_ws, ws, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'workspace'")));
+  const HostArray dx_h = dx.to_host(), dg_h = dgamma.to_host();
+  for (size_t i = 0; i < dx_h.count; ++i) ASSERT_TRUE(std::isnan(dx_h.get(i))) << "dx written at " << i;
+  for (size_t i = 0; i < dg_h.count; ++i) ASSERT_TRUE(std::isnan(dg_h.get(i))) << "dgamma written at " << i;
+}
+
+}  // namespace
+}  // namespace normtune::test
