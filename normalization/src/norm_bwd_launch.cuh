@@ -44,6 +44,17 @@ struct BwdGeometry {
   size_t workspace_bytes = 0;
 };
 
+// The register-resident kernel, allowed the dynamic shared memory of its largest CTA.
+template <typename Traits, typename Shape>
+auto norm_bwd_main_kernel() {
+  static const auto kernel = [] {
+    auto k = norm_bwd_kernel<Traits, Shape>;
+    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(k, bwd_smem_bytes<Traits, Shape>(kMaxCtaThreads, 2)));
+    return k;
+  }();
+  return kernel;
+}
+
 template <typename Traits, typename Shape>
 BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   const BwdParams& p = args.params;
@@ -53,10 +64,9 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   const int64_t sm_bound = std::max(args.sm_bound, 1);
   if constexpr (Shape::kN > 0) {
     g.threads = plan.threads_per_row * plan.rows_per_cta;
-    g.smem = bwd_combine_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
+    g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
     const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
-    const int64_t resident =
-        sm_bound * resident_ctas_per_sm(norm_bwd_kernel<Traits, Shape>, g.threads, g.smem);
+    const int64_t resident = sm_bound * resident_ctas_per_sm(norm_bwd_main_kernel<Traits, Shape>(), g.threads, g.smem);
     g.grid = std::max<int64_t>(1, std::min(tiles, resident));
     g.programs = static_cast<int>(g.grid);
   } else {
@@ -88,24 +98,27 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   p.partials = g.programs > 0 ? ws + g.row_terms_floats : nullptr;
   if (p.rows > 0) {
     if constexpr (Shape::kN > 0) {
-      NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_kernel<Traits, Shape>,
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_main_kernel<Traits, Shape>(),
                                                 dim3(static_cast<unsigned>(g.grid)),
-                                                static_cast<unsigned>(g.threads), g.smem, stream, p));
+                                                static_cast<unsigned>(g.threads), g.smem, stream,
+                                                false, p));
     } else {
       NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_row_terms_kernel<Traits, Shape>,
                                                 dim3(static_cast<unsigned>(g.grid)), kMaxCtaThreads,
-                                                0, stream, p));
+                                                0, stream, false, p));
       NORMTUNE_CUDA_CHECK(platform::launch_grid(
           norm_bwd_columns_kernel<Traits, Shape>,
           dim3(static_cast<unsigned>(g.column_tiles), static_cast<unsigned>(g.programs)),
-          kBwdColumnThreads, 0, stream, p));
+          kBwdColumnThreads, 0, stream, true, p));
     }
     NORMTUNE_CHECK_LAUNCH();
   }
+  // The finalize kernel starts while the last kernel drains (programmatic dependent launch)
+  // and waits for its writes; with no rows it has nothing to wait for.
   const unsigned column_blocks = static_cast<unsigned>((p.hidden + kWarp - 1) / kWarp);
   NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_finalize_kernel<typename Traits::Weight>,
                                             dim3(column_blocks, Traits::kOutputs), kMaxCtaThreads,
-                                            0, stream, p));
+                                            0, stream, p.rows > 0, p));
   NORMTUNE_CHECK_LAUNCH();
 }
 

@@ -140,16 +140,91 @@ struct GradAccum {
   }
 };
 
-// Register budget: 64 per thread (2048 threads per SM) for a vector per thread, or two for
-// RMSNorm (LayerNorm's dbeta partials would spill); 128 beyond.
+// Where a thread keeps its dgamma (+ dbeta) partials: in registers while they are few (up
+// to 16 floats, 2 vectors at most), else in shared memory (thread-private slots,
+// conflict-free 16-byte accesses), so that the registers hold x and dz without spills.
 template <typename Traits, typename Shape>
-inline constexpr int kBwdMinBlocks = Shape::kN == 1 || (Shape::kN == 2 && Traits::kRmsNorm) ? 2 : 1;
+inline constexpr bool kBwdAccInSmem =
+    !platform::kIsHip && (Shape::kN * Shape::kVec * Traits::kOutputs > 16 || Shape::kN >= 4);
 
-// Shared memory of the in-CTA combine of R > 1 row groups: [K][R][G * kVec] floats.
+// Register budget: 64 (1024 threads per SM) up to 2 vectors (or 8 scalars) per thread; 128
+// for 4 vectors of x and dz (they alone take 32 registers).
 template <typename Traits, typename Shape>
-constexpr size_t bwd_combine_smem_bytes(int threads, int rows_per_cta) {
-  return rows_per_cta > 1 ? sizeof(float) * Traits::kOutputs * threads * Shape::kVec : 0;
+inline constexpr int kBwdMinBlocks =
+    (Shape::kVec > 1 && Shape::kN <= 2) || (Shape::kVec == 1 && Shape::kN * Traits::kOutputs <= 8) ? 2 : 1;
+
+// Dynamic shared memory of the register-resident kernel: the partials when they live there
+// ([kN][K][kVec / 4][threads][4] floats), then the in-CTA combine of R > 1 row groups
+// ([K][R][G * kVec] floats).
+template <typename Traits, typename Shape>
+constexpr size_t bwd_acc_smem_floats(int threads) {
+  return kBwdAccInSmem<Traits, Shape> ? static_cast<size_t>(Shape::kN) * Traits::kOutputs * Shape::kVec * threads : 0;
 }
+template <typename Traits, typename Shape>
+constexpr size_t bwd_smem_bytes(int threads, int rows_per_cta) {
+  const size_t combine = rows_per_cta > 1 ? static_cast<size_t>(Traits::kOutputs) * threads * Shape::kVec : 0;
+  return sizeof(float) * (bwd_acc_smem_floats<Traits, Shape>(threads) + combine);
+}
+
+// The thread-private partials of slot i in shared memory, four floats at a time.
+template <typename Traits, int kVec>
+struct SmemGradAccum {
+  float* base;  // this thread's first float
+  int stride;   // floats between consecutive groups of four of one thread: 4 * threads
+
+  __device__ __forceinline__ float4* at(int i, int o, int k4) const {
+    return reinterpret_cast<float4*>(base + ((i * Traits::kOutputs + o) * (kVec / 4) + k4) * stride);
+  }
+  __device__ __forceinline__ void clear(int i) const {
+#pragma unroll
+    for (int o = 0; o < Traits::kOutputs; ++o) {
+#pragma unroll
+      for (int k4 = 0; k4 < kVec / 4; ++k4) *at(i, o, k4) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  template <typename I>
+  __device__ __forceinline__ void add(int i, const BwdMath<Traits>& m, const Vec<I, kVec>& x,
+                                      const Vec<I, kVec>& dz) const {
+#pragma unroll
+    for (int k4 = 0; k4 < kVec / 4; ++k4) {
+      float d[4], y[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        d[j] = to_float(dz.v[k4 * 4 + j]);
+        y[j] = m.y(to_float(x.v[k4 * 4 + j]));
+      }
+      float4 g = *at(i, 0, k4);
+      g.x += d[0] * y[0];
+      g.y += d[1] * y[1];
+      g.z += d[2] * y[2];
+      g.w += d[3] * y[3];
+      *at(i, 0, k4) = g;
+      if constexpr (!Traits::kRmsNorm) {
+        float4 b = *at(i, 1, k4);
+        b.x += d[0];
+        b.y += d[1];
+        b.z += d[2];
+        b.w += d[3];
+        *at(i, 1, k4) = b;
+      }
+    }
+  }
+  __device__ __forceinline__ GradAccum<Traits, kVec> load(int i) const {
+    GradAccum<Traits, kVec> a;
+#pragma unroll
+    for (int o = 0; o < Traits::kOutputs; ++o) {
+#pragma unroll
+      for (int k4 = 0; k4 < kVec / 4; ++k4) {
+        const float4 v = *at(i, o, k4);
+        a.v[o][k4 * 4 + 0] = v.x;
+        a.v[o][k4 * 4 + 1] = v.y;
+        a.v[o][k4 * 4 + 2] = v.z;
+        a.v[o][k4 * 4 + 3] = v.w;
+      }
+    }
+    return a;
+  }
+};
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) norm_bwd_kernel(const BwdParams p) {
@@ -164,9 +239,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
   using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
 
+  constexpr bool kAccInSmem = kBwdAccInSmem<Traits, Shape>;
+  static_assert(!kAccInSmem || kVec % 4 == 0, "shared-memory partials are moved 4 floats at a time");
   __shared__ ReduceSmem<K> smem;
-  extern __shared__ float combine[];
+  extern __shared__ float4 dynamic_smem[];
   int phase = 0;
+  platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
   const int G = Shape::kG ? Shape::kG : p.threads_per_row;
@@ -181,12 +259,20 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
   const W* gamma = static_cast<const W*>(p.gamma);
   auto vec_index = [&](int i) { return i * G + t; };
 
+  float* const acc_base = reinterpret_cast<float*>(dynamic_smem);
+  float* const combine = acc_base + bwd_acc_smem_floats<Traits, Shape>(blockDim.x);
+  const SmemGradAccum<Traits, kVec> acc_smem{acc_base + threadIdx.x * 4, static_cast<int>(blockDim.x) * 4};
+
   // gamma: held in registers when they allow it (else re-read per row, from L1/L2).
   [[maybe_unused]] VW g_held[kHoldGamma ? kN : 1];
-  GradAccum<Traits, kVec> acc[kN];
+  [[maybe_unused]] GradAccum<Traits, kVec> acc[kAccInSmem ? 1 : kN];
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
-    acc[i].clear();
+    if constexpr (kAccInSmem) {
+      acc_smem.clear(i);
+    } else {
+      acc[i].clear();
+    }
     if constexpr (kHoldGamma) {
       if (vec_index(i) < nvec) g_held[i].load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
     }
@@ -228,7 +314,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
         for (int k = 0; k < kVec; ++k) {
           m.add_terms(to_float(x_r[i].v[k]), to_float(dz_r[i].v[k]), to_float(g.v[k]), s);
         }
-        acc[i].add(m, x_r[i], dz_r[i]);
+        if constexpr (kAccInSmem) {
+          acc_smem.add(i, m, x_r[i], dz_r[i]);
+        } else {
+          acc[i].add(m, x_r[i], dz_r[i]);
+        }
       }
     }
     s = group_reduce(s, AddOp{}, G, 1, smem, phase);
@@ -245,13 +335,21 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
   }
 
   // This CTA's partial row.
+  auto slot = [&](int i) {
+    if constexpr (kAccInSmem) {
+      return acc_smem.load(i);
+    } else {
+      return acc[i];
+    }
+  };
   if (rows_per_cta == 1) {
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int v = vec_index(i);
       if (v < nvec) {
+        const GradAccum<Traits, kVec> a = slot(i);
 #pragma unroll
-        for (int o = 0; o < K; ++o) acc[i].store(p, o, blockIdx.x, v * kVec);
+        for (int o = 0; o < K; ++o) a.store(p, o, blockIdx.x, v * kVec);
       }
     }
     return;
@@ -260,10 +358,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
   const int width = G * kVec;  // columns of slot i: [i * width, (i + 1) * width)
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
+    const GradAccum<Traits, kVec> a = slot(i);
 #pragma unroll
     for (int o = 0; o < K; ++o) {
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) combine[(o * rows_per_cta + group) * width + t * kVec + k] = acc[i].v[o][k];
+      for (int k = 0; k < kVec; ++k) combine[(o * rows_per_cta + group) * width + t * kVec + k] = a.v[o][k];
     }
     __syncthreads();
     for (int idx = threadIdx.x; idx < K * width; idx += blockDim.x) {
@@ -293,6 +392,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_row_terms_kernel(cons
   const int nvec = hidden / kVec;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const W* gamma = static_cast<const W*>(p.gamma);
+  platform::allow_dependent_grid();
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const BwdMath<Traits> m = bwd_math<Traits>(p, row);
     const I* x = static_cast<const I*>(p.x) + row * hidden;
@@ -327,6 +427,10 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
   constexpr int kRows = kBwdColumnRows;
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
   const int nvec = hidden / kVec;
+  // Launched as a dependent of the row-terms kernel: its results (and, with dx in place of
+  // dz, its reads of dz) must be complete first.
+  platform::wait_for_prior_grid();
+  platform::allow_dependent_grid();
   const int v = blockIdx.x * blockDim.x + threadIdx.x;
   if (v >= nvec) return;
   const int64_t col = static_cast<int64_t>(v) * kVec;
@@ -377,6 +481,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_finalize_kernel(const
   const int slice = threadIdx.x / kWarp;
   const int col = blockIdx.x * kWarp + lane;
   const int o = blockIdx.y;
+  platform::wait_for_prior_grid();  // launched as a dependent of the kernel writing the partials
   float s = 0.f;
   if (col < p.hidden) {
     const float* src = p.partials + static_cast<int64_t>(o) * p.programs * p.row_stride + col;

@@ -125,13 +125,28 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
+// `dependent`: may start before the previous kernel on the stream ends (programmatic
+// dependent launch); AMD has no such launch: an ordinary one.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
-                        cudaStream_t stream, Args&&... args) {
+                        cudaStream_t stream, bool /*dependent*/, Args&&... args) {
   hipLaunchKernelGGL(kernel, grid, dim3(block), static_cast<unsigned>(smem), stream,
                      std::forward<Args>(args)...);
   return hipSuccess;
 }
+
+// Dynamic shared memory above the default limit.
+template <typename Kernel>
+cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                             hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+#if NORMTUNE_DEVICE_CODE
+// Programmatic dependent launch: no-ops (launches are ordinary).
+__device__ __forceinline__ void wait_for_prior_grid() {}
+__device__ __forceinline__ void allow_dependent_grid() {}
+#endif
 
 inline bool supports_clusters(int /*device*/) { return false; }
 }  // namespace normtune::platform
@@ -216,16 +231,45 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
+// `dependent`: programmatic dependent launch, the kernel may start before the previous
+// kernel on the stream ends; it must call wait_for_prior_grid() before reading what that
+// kernel wrote.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
-                        cudaStream_t stream, Args&&... args) {
+                        cudaStream_t stream, bool dependent, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(block);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = dependent ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
+
+// Dynamic shared memory above the default (48 KiB) limit.
+template <typename Kernel>
+cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+#if NORMTUNE_DEVICE_CODE
+// Programmatic dependent launch (sm_90+; plain stream order before).
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+#endif
 
 inline bool supports_clusters(int device) {
   int value = 0;
