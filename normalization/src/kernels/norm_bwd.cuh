@@ -145,7 +145,8 @@ struct GradAccum {
 // conflict-free 16-byte accesses), so that the registers hold x and dz without spills.
 template <typename Traits, typename Shape>
 inline constexpr bool kBwdAccInSmem =
-    !platform::kIsHip && (Shape::kN * Shape::kVec * Traits::kOutputs > 16 || Shape::kN >= 4);
+    !platform::kIsHip && Shape::kVec % 4 == 0 &&
+    (Shape::kN * Shape::kVec * Traits::kOutputs > 16 || Shape::kN >= 4);
 
 // Register budget: 64 (1024 threads per SM) up to 2 vectors (or 8 scalars) per thread; 128
 // for 4 vectors of x and dz (they alone take 32 registers).
