@@ -85,10 +85,7 @@ void norm_bwd(NormType norm, bool add_grad, const BwdTensors& t, int multiproces
   p.rows = static_cast<int64_t>(rows);
   p.hidden = static_cast<int>(hidden);
   p.zero_centered_gamma = zero_centered_gamma;
-  const DeviceInfo& dev = device_info(current_device());
-  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : dev.sm_count;
-  args.clusters = dev.supports_clusters;
-  args.l2_bytes = static_cast<int64_t>(dev.l2_bytes);
+  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : device_info(current_device()).sm_count;
 
   const KernelEntry& entry = select_kernel(key, &args);
   const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;

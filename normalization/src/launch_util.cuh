@@ -33,19 +33,4 @@ int resident_ctas_per_sm(Kernel kernel, int threads, size_t smem = 0) {
   return n;
 }
 
-// Clusters of `cluster` CTAs resident on the whole device at once, asked once per (kernel,
-// block size); the dynamic shared memory must be a function of the block size.
-template <typename Kernel>
-int resident_clusters(Kernel kernel, int threads, size_t smem, int cluster) {
-  static std::array<std::atomic<int>, kMaxCtaThreads / kWarp + 1> cache{};
-  std::atomic<int>& slot = cache[threads / kWarp];
-  int n = slot.load(std::memory_order_relaxed);
-  if (n == 0) {
-    NORMTUNE_CUDA_CHECK(platform::max_active_clusters(&n, kernel, static_cast<unsigned>(threads), smem, cluster));
-    n = n > 1 ? n : 1;
-    slot.store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 }  // namespace normtune

@@ -21,23 +21,17 @@ struct BwdParams {
   bool zero_centered_gamma = false;
   // Workspace, laid out by the launcher (see norm_bwd_launch.cuh).
   float* partials = nullptr;     // [K][programs][row_stride] fp32: dgamma, then dbeta (LN)
-  float* row_terms = nullptr;    // long rows: [chunk rows][segments][2] sums of dy*y and dy
+  float* row_terms = nullptr;    // long rows: [rows][2] the row means of dz*g*y and dz*g
   int programs = 0;              // partial rows to reduce
   int row_stride = 0;            // floats per partial row (hidden rounded up to 4)
   int threads_per_row = 0;       // G of the register-resident kernel
-  int cluster = 1;               // CTAs of the register-resident kernel sharing a partial row
-  int64_t rows_per_program = 0;  // long rows: rows each column-tile CTA walks in a chunk
-  int64_t row_begin = 0;         // long rows: the chunk of rows being processed
-  int64_t row_end = 0;
-  bool accumulate = false;       // long rows: add to the partial rows (chunks after the first)
+  int64_t rows_per_program = 0;  // long rows: rows each column-tile CTA walks
 };
 
 struct BwdArgs {
   BwdParams params;
   void* workspace = nullptr;     // the caller's workspace (16-byte aligned), may be null for the query
   int sm_bound = 0;              // multiprocessorCount: bounds the persistent grid
-  bool clusters = false;         // the device can launch thread-block clusters
-  int64_t l2_bytes = 0;          // the device's L2 size (long rows are chunked to fit half)
 };
 
 }  // namespace normtune

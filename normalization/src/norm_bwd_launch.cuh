@@ -2,11 +2,10 @@
 // entry (layout planned per call) and the tuned entries (layout fixed at compile time).
 //
 // Workspace (16-byte aligned, bytes):
-//   [row_terms: chunk rows x segments x 2 floats, long rows only, rounded up to 4 floats]
+//   [row_terms: rows x 2 floats, long rows only, rounded up to 4 floats]
 //   [partials:  K x programs x row_stride floats]   row_stride = hidden rounded up to 4
 // programs is the grid of the register-resident kernel (bounded by multiprocessorCount x the
-// CTAs resident per SM, and by the row tiles, divided by the cluster size), or the row
-// ranges of a chunk of the column kernel. The
+// CTAs resident per SM, and by the row tiles), or the row ranges of the column kernel. The
 // size query and the real call compute it from the same arguments, so they agree.
 #pragma once
 
@@ -32,18 +31,12 @@ bool bwd_vector_aligned(const BwdParams& p) {
 
 // Column-kernel CTAs to aim for per SM (long rows).
 inline constexpr int kBwdColumnCtasPerSm = 4;
-// CTAs of the register-resident kernel that add their partial rows up before writing one
-// (a thread-block cluster, where the device has them).
-inline constexpr int kBwdCluster = 4;
 
 struct BwdGeometry {
-  int64_t grid = 0;            // main kernel CTAs (register-resident)
+  int64_t grid = 0;            // main kernel CTAs (register-resident) or row-terms CTAs
   int threads = 0;             // register-resident: G x R
   size_t smem = 0;             // register-resident: dynamic shared memory
-  int cluster = 1;             // register-resident: CTAs per cluster (per partial row)
   int column_tiles = 0;        // long rows: CTAs across the columns
-  int segments = 0;            // long rows: row-terms CTAs per row
-  int64_t chunk_rows = 0;      // long rows: rows per chunk
   int programs = 0;            // partial rows
   int64_t rows_per_program = 0;
   int row_stride = 0;
@@ -56,8 +49,7 @@ template <typename Traits, typename Shape>
 auto norm_bwd_main_kernel() {
   static const auto kernel = [] {
     auto k = norm_bwd_kernel<Traits, Shape>;
-    NORMTUNE_CUDA_CHECK(
-        platform::allow_dynamic_smem(k, bwd_smem_bytes<Traits, Shape>(kMaxCtaThreads, 2, kBwdCluster)));
+    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(k, bwd_smem_bytes<Traits, Shape>(kMaxCtaThreads, 2)));
     return k;
   }();
   return kernel;
@@ -72,29 +64,21 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   const int64_t sm_bound = std::max(args.sm_bound, 1);
   if constexpr (Shape::kN > 0) {
     g.threads = plan.threads_per_row * plan.rows_per_cta;
-    g.cluster = args.clusters ? kBwdCluster : 1;
-    g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta, g.cluster);
-    const auto kernel = norm_bwd_main_kernel<Traits, Shape>();
+    g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
     const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
-    int64_t groups = sm_bound * resident_ctas_per_sm(kernel, g.threads, g.smem) / g.cluster;
-    if (g.cluster > 1) groups = std::min<int64_t>(groups, resident_clusters(kernel, g.threads, g.smem, g.cluster));
-    groups = std::max<int64_t>(1, std::min(groups, (tiles + g.cluster - 1) / g.cluster));
-    g.grid = groups * g.cluster;
-    g.programs = static_cast<int>(groups);
+    const int64_t resident = sm_bound * resident_ctas_per_sm(norm_bwd_main_kernel<Traits, Shape>(), g.threads, g.smem);
+    g.grid = std::max<int64_t>(1, std::min(tiles, resident));
+    g.programs = static_cast<int>(g.grid);
   } else {
-    // Chunks of rows whose x and dz fill at most half the L2; in each, column tiles x
-    // row ranges (the programs, the same for every chunk) of about kBwdColumnCtasPerSm CTAs
-    // per SM.
     const int nvec = p.hidden / Shape::kVec;
-    const int64_t row_bytes = int64_t{2} * p.hidden * static_cast<int64_t>(sizeof(typename Traits::Input));
-    g.chunk_rows = std::clamp<int64_t>(std::max<int64_t>(args.l2_bytes, 1 << 20) / 2 / row_bytes, 1, p.rows);
-    g.segments = (nvec + kBwdSegmentVecs - 1) / kBwdSegmentVecs;
     g.column_tiles = (nvec + kBwdColumnThreads - 1) / kBwdColumnThreads;
     const int64_t want = (sm_bound * kBwdColumnCtasPerSm + g.column_tiles - 1) / g.column_tiles;
-    const int64_t ranges = std::clamp<int64_t>(want, 1, g.chunk_rows);
-    g.rows_per_program = (g.chunk_rows + ranges - 1) / ranges;
-    g.programs = static_cast<int>((g.chunk_rows + g.rows_per_program - 1) / g.rows_per_program);
-    g.row_terms_floats = static_cast<size_t>((g.chunk_rows * g.segments * 2 + 3) / 4 * 4);
+    const int64_t ranges = std::clamp<int64_t>(want, 1, p.rows);
+    g.rows_per_program = (p.rows + ranges - 1) / ranges;
+    g.programs = static_cast<int>((p.rows + g.rows_per_program - 1) / g.rows_per_program);
+    g.row_terms_floats = static_cast<size_t>((p.rows * 2 + 3) / 4 * 4);
+    g.grid = std::min<int64_t>(
+        p.rows, sm_bound * resident_ctas_per_sm(norm_bwd_row_terms_kernel<Traits, Shape>, kMaxCtaThreads));
   }
   g.workspace_bytes = sizeof(float) * (g.row_terms_floats + static_cast<size_t>(Traits::kOutputs) *
                                                                  g.programs * g.row_stride);
@@ -109,7 +93,6 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   p.programs = g.programs;
   p.row_stride = g.row_stride;
   p.threads_per_row = plan.threads_per_row;
-  p.cluster = g.cluster;
   p.rows_per_program = g.rows_per_program;
   p.row_terms = g.row_terms_floats > 0 ? ws : nullptr;
   p.partials = g.programs > 0 ? ws + g.row_terms_floats : nullptr;
@@ -117,22 +100,16 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
     if constexpr (Shape::kN > 0) {
       NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_main_kernel<Traits, Shape>(),
                                                 dim3(static_cast<unsigned>(g.grid)),
-                                                static_cast<unsigned>(g.threads), g.smem, g.cluster,
-                                                stream, false, p));
+                                                static_cast<unsigned>(g.threads), g.smem, stream,
+                                                false, p));
     } else {
-      for (int64_t begin = 0; begin < p.rows; begin += g.chunk_rows) {
-        p.row_begin = begin;
-        p.row_end = std::min(p.rows, begin + g.chunk_rows);
-        p.accumulate = begin > 0;
-        NORMTUNE_CUDA_CHECK(platform::launch_grid(
-            norm_bwd_row_terms_kernel<Traits, Shape>,
-            dim3(static_cast<unsigned>(g.segments), static_cast<unsigned>(p.row_end - begin)),
-            kMaxCtaThreads, 0, 1, stream, false, p));
-        NORMTUNE_CUDA_CHECK(platform::launch_grid(
-            norm_bwd_columns_kernel<Traits, Shape>,
-            dim3(static_cast<unsigned>(g.column_tiles), static_cast<unsigned>(g.programs)),
-            kBwdColumnThreads, 0, 1, stream, true, p));
-      }
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_row_terms_kernel<Traits, Shape>,
+                                                dim3(static_cast<unsigned>(g.grid)), kMaxCtaThreads,
+                                                0, stream, false, p));
+      NORMTUNE_CUDA_CHECK(platform::launch_grid(
+          norm_bwd_columns_kernel<Traits, Shape>,
+          dim3(static_cast<unsigned>(g.column_tiles), static_cast<unsigned>(g.programs)),
+          kBwdColumnThreads, 0, stream, true, p));
     }
     NORMTUNE_CHECK_LAUNCH();
   }
@@ -141,7 +118,7 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   const unsigned column_blocks = static_cast<unsigned>((p.hidden + kWarp - 1) / kWarp);
   NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_finalize_kernel<typename Traits::Weight>,
                                             dim3(column_blocks, Traits::kOutputs), kMaxCtaThreads,
-                                            0, 1, stream, p.rows > 0, p));
+                                            0, stream, p.rows > 0, p));
   NORMTUNE_CHECK_LAUNCH();
 }
 

@@ -22,11 +22,10 @@
 //    before the partial row is written. Latency is hidden by occupancy (up to 2 vectors
 //    per thread fit 64 registers: 2048 threads per SM) rather than by prefetching, which
 //    would not fit.
-//  - long rows (kN == 0), in chunks of rows that fit in half the L2:
-//    norm_bwd_row_terms_kernel streams each row of the chunk to get c1, c2 (to the
-//    workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a vector
-//    of columns over a range of rows, so its dgamma partial stays in registers. x and dz
-//    are read twice, the second time mostly from L2.
+//  - long rows (kN == 0): norm_bwd_row_terms_kernel streams each row once to get c1, c2
+//    (to the workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a
+//    vector of columns over a range of rows, so its dgamma partial stays in registers.
+//    x and dz are read twice (the price of rows too long for registers).
 #pragma once
 
 #include <cstdint>
@@ -126,20 +125,17 @@ struct GradAccum {
       if constexpr (!Traits::kRmsNorm) v[1][k] += d;
     }
   }
-  // Writes (or with `accumulate`, adds to) output o's kVec columns starting at `col` of
-  // partial row `program`.
-  __device__ __forceinline__ void store(const BwdParams& p, int o, int64_t program, int col,
-                                        bool accumulate = false) const {
+  // Writes output o's kVec columns starting at `col` of partial row `program`.
+  __device__ __forceinline__ void store(const BwdParams& p, int o, int64_t program, int col) const {
     float* dst = p.partials + (static_cast<int64_t>(o) * p.programs + program) * p.row_stride + col;
     if constexpr (kVec % 4 == 0) {
       Vec<float, kVec> out;
-      if (accumulate) out.load(dst);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out.v[k] = accumulate ? out.v[k] + v[o][k] : v[o][k];
+      for (int k = 0; k < kVec; ++k) out.v[k] = v[o][k];
       out.store(dst);
     } else {
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) dst[k] = accumulate ? dst[k] + v[o][k] : v[o][k];
+      for (int k = 0; k < kVec; ++k) dst[k] = v[o][k];
     }
   }
 };
@@ -159,17 +155,15 @@ inline constexpr int kBwdMinBlocks =
     (Shape::kVec > 1 && Shape::kN <= 2) || (Shape::kVec == 1 && Shape::kN * Traits::kOutputs <= 8) ? 2 : 1;
 
 // Dynamic shared memory of the register-resident kernel: the partials when they live there
-// ([kN][K][kVec / 4][threads][4] floats), then the combine of the R row groups of the CTAs
-// of a cluster ([K][R][G * kVec] floats), when there is more than one.
+// ([kN][K][kVec / 4][threads][4] floats), then the in-CTA combine of R > 1 row groups
+// ([K][R][G * kVec] floats).
 template <typename Traits, typename Shape>
 constexpr size_t bwd_acc_smem_floats(int threads) {
   return kBwdAccInSmem<Traits, Shape> ? static_cast<size_t>(Shape::kN) * Traits::kOutputs * Shape::kVec * threads : 0;
 }
 template <typename Traits, typename Shape>
-constexpr size_t bwd_smem_bytes(int threads, int rows_per_cta, int cluster) {
-  (void)rows_per_cta;
-  (void)cluster;
-  const size_t combine = static_cast<size_t>(Traits::kOutputs) * threads * Shape::kVec;
+constexpr size_t bwd_smem_bytes(int threads, int rows_per_cta) {
+  const size_t combine = rows_per_cta > 1 ? static_cast<size_t>(Traits::kOutputs) * threads * Shape::kVec : 0;
   return sizeof(float) * (bwd_acc_smem_floats<Traits, Shape>(threads) + combine);
 }
 
@@ -341,9 +335,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
     }
   }
 
-  // The partial row of this CTA, or of its cluster (the CTAs of a cluster add theirs up
-  // through distributed shared memory, so there are C times fewer partial rows to write and
-  // to reduce). Program = blockIdx.x / C.
+  // This CTA's partial row.
   auto slot = [&](int i) {
     if constexpr (kAccInSmem) {
       return acc_smem.load(i);
@@ -351,8 +343,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
       return acc[i];
     }
   };
-  const int C = p.cluster;
-  if (rows_per_cta == 1 && C == 1) {
+  if (rows_per_cta == 1) {
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int v = vec_index(i);
@@ -364,19 +355,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
     }
     return;
   }
-  // The R row groups of each CTA of the cluster share the columns: add them up in a fixed
-  // order (CTA rank, then row group), one vector slot at a time; CTA rank q of the cluster
-  // writes the columns idx = q * blockDim + thread (mod C * blockDim).
+  // R row groups share the columns: combine them in a fixed order, one vector slot at a time.
   const int width = G * kVec;  // columns of slot i: [i * width, (i + 1) * width)
-  const int rank = C > 1 ? platform::cluster_rank() : 0;
-  const int64_t program = blockIdx.x / C;
-  auto sync = [&] {
-    if (C > 1) {
-      platform::cluster_sync();
-    } else {
-      __syncthreads();
-    }
-  };
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     const GradAccum<Traits, kVec> a = slot(i);
@@ -385,31 +365,22 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) 
 #pragma unroll
       for (int k = 0; k < kVec; ++k) combine[(o * rows_per_cta + group) * width + t * kVec + k] = a.v[o][k];
     }
-    sync();
-    for (int idx = rank * blockDim.x + threadIdx.x; idx < K * width; idx += C * blockDim.x) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < K * width; idx += blockDim.x) {
       const int o = idx / width;
       const int c = idx % width;
       const int col = i * width + c;
       if (col < hidden) {
-        float sum = 0.f;
-        for (int q = 0; q < C; ++q) {
-          const float* part = C > 1 ? platform::cluster_map_shared(combine, q) : combine;
-          for (int r = 0; r < rows_per_cta; ++r) sum += part[(o * rows_per_cta + r) * width + c];
-        }
-        p.partials[(static_cast<int64_t>(o) * p.programs + program) * p.row_stride + col] = sum;
+        float sum = combine[o * rows_per_cta * width + c];
+        for (int r = 1; r < rows_per_cta; ++r) sum += combine[(o * rows_per_cta + r) * width + c];
+        p.partials[(static_cast<int64_t>(o) * p.programs + blockIdx.x) * p.row_stride + col] = sum;
       }
     }
-    sync();  // the buffers are reused by the next slot (and read remotely until then)
+    __syncthreads();
   }
 }
 
-// Long rows are processed in chunks of rows whose x and dz fit in half the L2 (rows
-// [p.row_begin, p.row_end)), so that step 2 re-reads them from L2 rather than from memory.
-//
-// Long rows, step 1: the sums of dy * y and dy over segments of kBwdSegmentVecs vectors of
-// each row of the chunk (CTA (segment, row)), to p.row_terms[row - row_begin][segment][2].
-inline constexpr int kBwdSegmentVecs = kMaxCtaThreads * 8;
-
+// Long rows, step 1: c1 and c2 of every row (one row per CTA at a time, streamed).
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_row_terms_kernel(const BwdParams p) {
   using W = typename Traits::Weight;
@@ -420,36 +391,35 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_row_terms_kernel(cons
   int phase = 0;
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
   const int nvec = hidden / kVec;
-  const int64_t row = p.row_begin + blockIdx.y;
-  const int segment = blockIdx.x;
-  const int end = nvec < (segment + 1) * kBwdSegmentVecs ? nvec : (segment + 1) * kBwdSegmentVecs;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
   const W* gamma = static_cast<const W*>(p.gamma);
-  const BwdMath<Traits> m = bwd_math<Traits>(p, row);
-  const I* x = static_cast<const I*>(p.x) + row * hidden;
-  const I* dz = static_cast<const I*>(p.dz) + row * hidden;
   platform::allow_dependent_grid();
-  Floats<K> s{};
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const BwdMath<Traits> m = bwd_math<Traits>(p, row);
+    const I* x = static_cast<const I*>(p.x) + row * hidden;
+    const I* dz = static_cast<const I*>(p.dz) + row * hidden;
+    Floats<K> s{};
 #pragma unroll 4
-  for (int v = segment * kBwdSegmentVecs + threadIdx.x; v < end; v += blockDim.x) {
-    const int64_t off = static_cast<int64_t>(v) * kVec;
-    Vec<I, kVec> xv, dzv;
-    Vec<W, kVec> g;
-    xv.load(x + off);
-    dzv.load(dz + off);
-    g.load(gamma + off);
+    for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+      const int64_t off = static_cast<int64_t>(v) * kVec;
+      Vec<I, kVec> xv, dzv;
+      Vec<W, kVec> g;
+      xv.load(x + off);
+      dzv.load(dz + off);
+      g.load(gamma + off);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) m.add_terms(to_float(xv.v[k]), to_float(dzv.v[k]), to_float(g.v[k]), s);
-  }
-  s = group_reduce(s, AddOp{}, static_cast<int>(blockDim.x), 1, smem, phase);
-  if (threadIdx.x == 0) {
+      for (int k = 0; k < kVec; ++k) m.add_terms(to_float(xv.v[k]), to_float(dzv.v[k]), to_float(g.v[k]), s);
+    }
+    s = group_reduce(s, AddOp{}, static_cast<int>(blockDim.x), 1, smem, phase);
+    if (threadIdx.x == 0) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) p.row_terms[(blockIdx.y * gridDim.x + segment) * 2 + k] = s.v[k];
+      for (int k = 0; k < K; ++k) p.row_terms[row * 2 + k] = s.v[k] * inv_hidden;
+    }
   }
 }
 
 // Long rows, step 2: blockIdx.x tiles the columns (a vector per thread), blockIdx.y is the
-// program: rows row_begin + [y * rows_per_program, (y + 1) * rows_per_program) of the chunk.
-// Each program's partial row is written by the first chunk and added to by the others.
+// program: rows [y * rows_per_program, (y + 1) * rows_per_program).
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(const BwdParams p) {
   using W = typename Traits::Weight;
@@ -458,8 +428,6 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
   constexpr int kRows = kBwdColumnRows;
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
   const int nvec = hidden / kVec;
-  const int segments = (nvec + kBwdSegmentVecs - 1) / kBwdSegmentVecs;
-  const float inv_hidden = 1.f / static_cast<float>(hidden);
   // Launched as a dependent of the row-terms kernel: its results (and, with dx in place of
   // dz, its reads of dz) must be complete first.
   platform::wait_for_prior_grid();
@@ -467,8 +435,8 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
   const int v = blockIdx.x * blockDim.x + threadIdx.x;
   if (v >= nvec) return;
   const int64_t col = static_cast<int64_t>(v) * kVec;
-  const int64_t first = p.row_begin + static_cast<int64_t>(blockIdx.y) * p.rows_per_program;
-  const int64_t last = first + p.rows_per_program < p.row_end ? first + p.rows_per_program : p.row_end;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * p.rows_per_program;
+  const int64_t last = first + p.rows_per_program < p.rows ? first + p.rows_per_program : p.rows;
   const I* x = static_cast<const I*>(p.x);
   const I* dz = static_cast<const I*>(p.dz);
   Vec<W, kVec> g;
@@ -486,14 +454,8 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
         xs[j].load(x + row * hidden + col);
         dzs[j].load(dz + row * hidden + col);
         ms[j] = bwd_math<Traits>(p, row);
-        const float* terms = p.row_terms + (row - p.row_begin) * segments * 2;
-        float s1 = terms[0], s2 = terms[1];
-        for (int q = 1; q < segments; ++q) {
-          s1 += terms[q * 2];
-          s2 += terms[q * 2 + 1];
-        }
-        c1[j] = s1 * inv_hidden;
-        c2[j] = Traits::kRmsNorm ? 0.f : s2 * inv_hidden;
+        c1[j] = p.row_terms[row * 2];
+        c2[j] = Traits::kRmsNorm ? 0.f : p.row_terms[row * 2 + 1];
       }
     }
 #pragma unroll
@@ -506,7 +468,7 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
     }
   }
 #pragma unroll
-  for (int o = 0; o < Traits::kOutputs; ++o) acc.store(p, o, blockIdx.y, static_cast<int>(col), p.accumulate);
+  for (int o = 0; o < Traits::kOutputs; ++o) acc.store(p, o, blockIdx.y, static_cast<int>(col));
 }
 
 // Stage 2: out[col] = sum over programs q = 0, 1, ... of partials[o][q][col], in a fixed

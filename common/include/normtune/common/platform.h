@@ -129,17 +129,10 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
 // dependent launch); AMD has no such launch: an ordinary one.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
-                        int cluster, cudaStream_t stream, bool /*dependent*/, Args&&... args) {
-  if (cluster != 1) return hipErrorInvalidConfiguration;
+                        cudaStream_t stream, bool /*dependent*/, Args&&... args) {
   hipLaunchKernelGGL(kernel, grid, dim3(block), static_cast<unsigned>(smem), stream,
                      std::forward<Args>(args)...);
   return hipSuccess;
-}
-
-template <typename Kernel>
-cudaError_t max_active_clusters(int* n, Kernel, unsigned, size_t, int) {
-  *n = 0;
-  return hipErrorInvalidConfiguration;
 }
 
 // Dynamic shared memory above the default limit.
@@ -237,52 +230,24 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, as clusters of `cluster`
-// CTAs along x when > 1. `dependent`: programmatic dependent launch, the kernel may start
-// before the previous kernel on the stream ends; it must call wait_for_prior_grid() before
-// reading what that kernel wrote.
+// kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
+// `dependent`: programmatic dependent launch, the kernel may start before the previous
+// kernel on the stream ends; it must call wait_for_prior_grid() before reading what that
+// kernel wrote.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
-                        int cluster, cudaStream_t stream, bool dependent, Args&&... args) {
+                        cudaStream_t stream, bool dependent, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(block);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  unsigned n = 0;
-  if (dependent) {
-    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster > 1) {
-    attributes[n].id = cudaLaunchAttributeClusterDimension;
-    attributes[n].val.clusterDim.x = static_cast<unsigned>(cluster);
-    attributes[n].val.clusterDim.y = 1;
-    attributes[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  config.attrs = attributes;
-  config.numAttrs = n;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-// Clusters of `cluster` CTAs of `block` threads that can be resident on the device at once.
-template <typename Kernel>
-cudaError_t max_active_clusters(int* n, Kernel kernel, unsigned block, size_t smem, int cluster) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(cluster));
-  config.blockDim = dim3(block);
-  config.dynamicSmemBytes = smem;
   cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(n, kernel, &config);
+  config.numAttrs = dependent ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // Dynamic shared memory above the default (48 KiB) limit.
