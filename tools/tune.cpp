@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <utility>
 #include <ctime>
+#include <memory>
+#include <vector>
 #include <string>
 
 #include <normtune/common/device_info.h>
@@ -22,14 +24,17 @@
 namespace normtune::tune {
 
 const char* const kHelp = R"(normtune tune [options]
-  Finds the fastest forward layout per hidden size on this GPU and prints one tuned-table
-  line per (op, dtype, hidden size), ready for registry/tuned/<arch>.def, with the measured
-  time and where it came from. Every candidate is verified against the fp64 reference first.
+  Finds the fastest layout per hidden size on this GPU and prints one tuned-table line per
+  (op, dtype, hidden size), ready for registry/tuned/<arch>.def, with the measured time and
+  where it came from. Candidates are timed, then verified against the fp64 reference from
+  the fastest down: the first that passes is printed.
   Options:
-    --ops LIST       rmsnorm,layernorm (default both)
+    --ops LIST       rmsnorm,layernorm (forward; the default),
+                     rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add (backward)
     --dtypes LIST    bf16,fp16,fp32 (default bf16)
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
-    --elements N     rows x hidden of the timed problem (default 33554432 = 32M)
+    --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
+                     at most 16M, so that dgamma is verified over every row)
     --reps N         timed repetitions per candidate (default 30)
 )";
 
@@ -68,6 +73,129 @@ std::vector<FwdPlan> candidates(int hidden, int vec, int warp) {
     }
   }
   return out;
+}
+
+// Backward layouts: 1, 2 or 4 vectors of x and dz per thread, every rows-per-CTA count up
+// to 512 threads, and the long-row (column-tiled) path.
+std::vector<BwdPlan> backward_candidates(int hidden, int vec, int warp) {
+  std::vector<BwdPlan> out{BwdPlan{0, 0, 0}};
+  const int nvec = hidden / vec;
+  for (int n : {1, 2, 4}) {
+    int g = ceil_div(nvec, n);
+    if (g < warp) {
+      int p = 1;
+      while (p < g) p *= 2;
+      g = p;
+    } else {
+      g = ceil_div(g, warp) * warp;
+    }
+    if (g > 512) continue;
+    for (int r : {1, 2, 4, 8, 16, 32, 64}) {
+      const int threads = g * r;
+      if (threads <= 512 && threads >= 64) out.push_back(BwdPlan{n, g, r});
+    }
+  }
+  return out;
+}
+
+struct Problem {
+  DType t;
+  std::string dname;
+  int hidden;
+  size_t rows;
+};
+
+// Times every backward candidate of `op` (rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add) and
+// prints the line of the fastest that matches the reference.
+void tune_backward(const std::string& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
+                   int reps, const char* date) {
+  const DType t = pb.t;
+  const size_t e = dtype_storage_bytes(t, 1);
+  const size_t rows = pb.rows;
+  const size_t hidden = static_cast<size_t>(pb.hidden);
+  const size_t n = rows * hidden;
+  const bool ln = op == "layernorm_bwd";
+  const bool add = op == "rmsnorm_bwd_add";
+  bench::DeviceMem x(n * e), dz(n * e), a(n * e), dx(n * e), gamma(hidden * e), beta(hidden * e),
+      dgamma(hidden * e), dbeta(hidden * e), mu(rows * 4), rs(rows * 4);
+  bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+  bench::fill_random(dz.ptr, t, n, 2, 0.0, 1.0);
+  bench::fill_random(a.ptr, t, n, 5, 0.0, 1.0);
+  bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
+  bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
+  bench::Handle hx(x.ptr, {rows, hidden}, t), hdz(dz.ptr, {rows, hidden}, t), ha(a.ptr, {rows, hidden}, t),
+      hdx(dx.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
+      hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hmu(mu.ptr, {rows}, DType::kFloat32),
+      hrs(rs.ptr, {rows}, DType::kFloat32), no_ws(nullptr, {0}, DType::kByte);
+  // The forward's statistics (written to dx, overwritten below).
+  if (ln) {
+    nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hdx, hmu, hrs, no_ws, 0, false, timer.stream());
+  } else {
+    nvte_rmsnorm_fwd(hx, hg, 1e-5f, hdx, hrs, no_ws, 0, false, timer.stream());
+  }
+  auto call = [&](NVTETensor ws, cudaStream_t s) {
+    if (ln) {
+      nvte_layernorm_bwd(hdz, hx, hmu, hrs, hg, hdx, hdg, hdb, ws, 0, false, s);
+    } else if (add) {
+      nvte_rmsnorm_bwd_add(hdz, hx, ha, hrs, hg, hdx, hdg, ws, 0, false, s);
+    } else {
+      nvte_rmsnorm_bwd(hdz, hx, hrs, hg, hdx, hdg, ws, 0, false, s);
+    }
+  };
+  // Each plan needs its own workspace size: query, allocate (outside the timed region), run.
+  struct Prepared {
+    std::unique_ptr<bench::DeviceMem> mem;
+    std::unique_ptr<bench::Handle> ws;
+  };
+  auto prepare = [&](const BwdPlan& plan) {
+    set_backward_plan_override(&plan);
+    bench::Handle query(nullptr, {}, DType::kByte);
+    call(query, timer.stream());
+    const size_t bytes = nvte_tensor_shape(query).data[0];
+    Prepared p;
+    p.mem = std::make_unique<bench::DeviceMem>(std::max<size_t>(bytes, 16));
+    p.ws = std::make_unique<bench::Handle>(bytes > 0 ? p.mem->ptr : nullptr, std::vector<size_t>{bytes},
+                                           DType::kByte);
+    return p;
+  };
+  std::vector<std::pair<double, BwdPlan>> timed;
+  for (const BwdPlan& plan : backward_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size)) {
+    const Prepared p = prepare(plan);
+    call(*p.ws, timer.stream());
+    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
+    timed.emplace_back(timer.time([&](cudaStream_t s) { call(*p.ws, s); }, 3, reps).median_us, plan);
+  }
+  std::sort(timed.begin(), timed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  BwdPlan best;
+  double best_us = 0;
+  for (const auto& [us, plan] : timed) {
+    const Prepared p = prepare(plan);
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
+    call(*p.ws, timer.stream());
+    NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+    try {
+      bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr,
+                        gamma.ptr, dx.ptr, dgamma.ptr, dbeta.ptr);
+    } catch (const Error& err) {
+      std::fprintf(stderr, "candidate rejected: %s\n", err.what());
+      continue;
+    }
+    best = plan;
+    best_us = us;
+    break;
+  }
+  set_backward_plan_override(nullptr);
+  NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op, " ", pb.dname, " ", hidden);
+  const char* d = pb.dname.c_str();
+  std::printf(
+      "NORMTUNE_TUNED(%s, %s, %s, %s, %s, fp32, %d, (.vecs_per_thread = %d, .threads_per_row = %d, "
+      ".rows_per_cta = %d), (.device = \"%s\", .date = \"%s\", .time_us = %.2f, .tool = \"normtune tune "
+      "%s, %zux%d\"))\n",
+      ln ? "LayerNorm" : "RMSNorm", add ? "BackwardAdd" : "Backward", d, d, d, pb.hidden,
+      best.vecs_per_thread, best.threads_per_row, best.rows_per_cta, dev.name.c_str(), date, best_us,
+      version(), rows, pb.hidden);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -127,7 +255,14 @@ int run(const std::vector<std::string_view>& args) {
           hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32),
           ws(nullptr, {0}, DType::kByte);
       for (const std::string& op : ops) {
-        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm", "tune: op ", op, ": expected rmsnorm or layernorm");
+        if (op == "rmsnorm_bwd" || op == "layernorm_bwd" || op == "rmsnorm_bwd_add") {
+          // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
+          const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
+          tune_backward(op, Problem{t, dname, hidden, bwd_rows}, dev, timer, reps, date);
+          continue;
+        }
+        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm", "tune: op ", op,
+                       ": expected rmsnorm, layernorm, rmsnorm_bwd, layernorm_bwd or rmsnorm_bwd_add");
         const bool ln = op == "layernorm";
         auto call = [&](cudaStream_t s) {
           if (ln) {

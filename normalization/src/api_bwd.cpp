@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <normtune/common/device_info.h>
+#include <normtune/tuning.h>
 
 #include "api_common.h"
 #include "norm_bwd_args.h"
@@ -87,7 +88,8 @@ void norm_bwd(NormType norm, bool add_grad, const BwdTensors& t, int multiproces
   p.zero_centered_gamma = zero_centered_gamma;
   args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : device_info(current_device()).sm_count;
 
-  const KernelEntry& entry = select_kernel(key, &args);
+  // With a plan override (the autotuner), the general kernel runs with that layout.
+  const KernelEntry& entry = select_kernel(key, &args, backward_plan_override() != nullptr);
   const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
   if (workspace_query(t.workspace, bytes)) return;
   expect_workspace_aligned(t.workspace);

@@ -34,8 +34,15 @@ struct BwdPlan {
   bool operator==(const BwdPlan&) const = default;
 };
 
+// Until cleared with nullptr, this thread's backward calls run the general kernel with `plan`
+// as its layout when the plan fits the call (else the heuristic's). Returns the previous one.
+const BwdPlan* set_backward_plan_override(const BwdPlan* plan);
+
+const BwdPlan* backward_plan_override();
+
 // The layout the general backward kernel uses for a row of `hidden_size` elements accessed
-// `vector_elements` at a time (1 when the data is not vector-aligned).
+// `vector_elements` at a time (1 when the data is not vector-aligned): the heuristic, or the
+// override.
 BwdPlan backward_plan(int hidden_size, int vector_elements);
 
 }  // namespace normtune
