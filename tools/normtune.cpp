@@ -24,12 +24,12 @@ Commands:
                          general), architecture family, key, kernel name, config and, for
                          tuned entries, where their timing came from. --filter keeps the
                          entries whose name or key contains TEXT.
-  bench [options]        The main job: time the forward kernels over a suite of LLM shapes
-                         against same-shape memory copies measured in the same run (see
-                         'normtune bench --help'). Without a GPU it says so, lists the
-                         registry and exits 0.
-  tune [options]         Time every forward layout per hidden size on this GPU and print
-                         the fastest as lines for registry/tuned/<arch>.def (see
+  bench [options]        The main job: time the forward and backward kernels over a suite
+                         of LLM shapes against same-shape memory operations measured in the
+                         same run (see 'normtune bench --help'). Without a GPU it says so,
+                         lists the registry and exits 0.
+  tune [options]         Time every forward or backward layout per hidden size on this GPU
+                         and print the fastest as lines for registry/tuned/<arch>.def (see
                          'normtune tune --help').
   info                   Print the GPUs this process sees (name, SMs, architecture family).
   help, --help, -h       Print this text.

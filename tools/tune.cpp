@@ -53,19 +53,25 @@ std::vector<std::string> split(std::string_view s) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// Threads sharing a row of nvec vectors, n per thread: a power of two below the warp size,
+// else whole warps; 0 when more than 512.
+int threads_per_row(int nvec, int n, int warp) {
+  int g = ceil_div(nvec, n);
+  if (g < warp) {
+    int p = 1;
+    while (p < g) p *= 2;
+    return p;
+  }
+  g = ceil_div(g, warp) * warp;
+  return g <= 512 ? g : 0;
+}
+
 std::vector<FwdPlan> candidates(int hidden, int vec, int warp) {
   std::vector<FwdPlan> out;
   const int nvec = hidden / vec;
   for (int n : {1, 2, 4, 8}) {
-    int g = ceil_div(nvec, n);
-    if (g < warp) {
-      int p = 1;
-      while (p < g) p *= 2;
-      g = p;
-    } else {
-      g = ceil_div(g, warp) * warp;
-    }
-    if (g > 512) continue;
+    const int g = threads_per_row(nvec, n, warp);
+    if (g == 0) continue;
     for (int r : {1, 2, 4, 8, 16, 32, 64}) {
       const int threads = g * r;
       if (threads > 512 || threads < 64) continue;
@@ -81,15 +87,8 @@ std::vector<BwdPlan> backward_candidates(int hidden, int vec, int warp) {
   std::vector<BwdPlan> out{BwdPlan{0, 0, 0}};
   const int nvec = hidden / vec;
   for (int n : {1, 2, 4}) {
-    int g = ceil_div(nvec, n);
-    if (g < warp) {
-      int p = 1;
-      while (p < g) p *= 2;
-      g = p;
-    } else {
-      g = ceil_div(g, warp) * warp;
-    }
-    if (g > 512) continue;
+    const int g = threads_per_row(nvec, n, warp);
+    if (g == 0) continue;
     for (int r : {1, 2, 4, 8, 16, 32, 64}) {
       const int threads = g * r;
       if (threads <= 512 && threads >= 64) out.push_back(BwdPlan{n, g, r});

@@ -19,18 +19,9 @@ struct BwdTensors {
 
 void norm_bwd(NormType norm, bool add_grad, const BwdTensors& t, int multiprocessorCount,
               bool zero_centered_gamma, cudaStream_t stream) {
-  const Tensor& x_t = const_tensor_from_handle(t.x, "x");
-  NORMTUNE_CHECK_ARG(x_t.data.ndim() == 2, "x", "a 2-D tensor [rows, hidden] (flatten leading dims)",
-                     detail::concat("shape ", x_t.data.shape.str()));
-  const size_t rows = x_t.data.shape[0];
-  const size_t hidden = x_t.data.shape[1];
-  NORMTUNE_CHECK_ARG(hidden >= 1 && hidden <= kMaxHiddenSize, "x",
-                     detail::concat("a hidden size (last dim) in [1, ", kMaxHiddenSize, "]"), hidden);
-  NORMTUNE_CHECK_ARG(rows <= static_cast<size_t>(std::numeric_limits<int64_t>::max() / hidden) &&
-                         rows <= static_cast<size_t>(std::numeric_limits<int>::max()),
-                     "x", "fewer rows (at most 2^31 - 1)", rows);
-  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
-                     multiprocessorCount);
+  const auto [rows, hidden] = checked_rows_hidden(t.x, multiprocessorCount);
+  NORMTUNE_CHECK_ARG(rows <= static_cast<size_t>(std::numeric_limits<int>::max()), "x",
+                     "at most 2^31 - 1 rows", rows);
 
   const Shape row_shape{rows, hidden};
   const Shape vec_shape{hidden};
@@ -44,9 +35,7 @@ void norm_bwd(NormType norm, bool add_grad, const BwdTensors& t, int multiproces
   expect_wide_float(x, "x");
   expect_dtype(dz, "dz", x.dtype);
   expect_dtype(rsigma, "rsigma", DType::kFloat32);
-  NORMTUNE_CHECK_ARG(gamma.dtype == x.dtype || gamma.dtype == DType::kFloat32, "gamma",
-                     detail::concat("dtype ", dtype_name(x.dtype), " (x's) or fp32"),
-                     dtype_name(gamma.dtype));
+  expect_gamma_dtype(gamma, x.dtype);
   expect_dtype(dx, "dx", x.dtype);
   expect_dtype(dgamma, "dgamma", gamma.dtype);
   const BasicTensor* mu = nullptr;

@@ -1,5 +1,7 @@
 #include "api_common.h"
 
+#include <limits>
+
 #include <normtune/common/device_info.h>
 #include <normtune/normtune.h>
 
@@ -23,6 +25,27 @@ const BasicTensor& checked_buffer(NVTETensor handle, const char* arg, const Shap
   NORMTUNE_CHECK_ARG(t.data.shape == shape, arg, detail::concat("shape ", shape_text, " = ", shape.str()),
                      detail::concat("shape ", t.data.shape.str()));
   return t.data;
+}
+
+RowsHidden checked_rows_hidden(NVTETensor handle, int multiprocessorCount) {
+  const Tensor& x = const_tensor_from_handle(handle, "x");
+  NORMTUNE_CHECK_ARG(x.data.ndim() == 2, "x", "a 2-D tensor [rows, hidden] (flatten leading dims)",
+                     detail::concat("shape ", x.data.shape.str()));
+  const size_t rows = x.data.shape[0];
+  const size_t hidden = x.data.shape[1];
+  NORMTUNE_CHECK_ARG(hidden >= 1 && hidden <= kMaxHiddenSize, "x",
+                     detail::concat("a hidden size (last dim) in [1, ", kMaxHiddenSize, "]"), hidden);
+  NORMTUNE_CHECK_ARG(rows <= static_cast<size_t>(std::numeric_limits<int64_t>::max() / hidden),
+                     "x", "fewer rows", rows);
+  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
+                     multiprocessorCount);
+  return {rows, hidden};
+}
+
+void expect_gamma_dtype(const BasicTensor& gamma, DType x_dtype) {
+  NORMTUNE_CHECK_ARG(gamma.dtype == x_dtype || gamma.dtype == DType::kFloat32, "gamma",
+                     detail::concat("dtype ", dtype_name(x_dtype), " (x's) or fp32"),
+                     dtype_name(gamma.dtype));
 }
 
 void expect_dtype(const BasicTensor& t, const char* arg, DType expected) {

@@ -18,6 +18,16 @@ namespace normtune {
 const BasicTensor& checked_buffer(NVTETensor handle, const char* arg, const Shape& shape,
                                   const char* shape_text);
 
+// x's [rows, hidden] after the checks every entry point makes: a valid handle, 2-D, a hidden
+// size in [1, kMaxHiddenSize], rows x hidden within int64; and multiprocessorCount >= 0.
+struct RowsHidden {
+  size_t rows, hidden;
+};
+RowsHidden checked_rows_hidden(NVTETensor x, int multiprocessorCount);
+
+// gamma's dtype: x's, or fp32.
+void expect_gamma_dtype(const BasicTensor& gamma, DType x_dtype);
+
 void expect_dtype(const BasicTensor& t, const char* arg, DType expected);
 void expect_wide_float(const BasicTensor& t, const char* arg);
 // Data must be present (non-null) when the tensor has elements.

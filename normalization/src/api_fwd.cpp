@@ -19,19 +19,9 @@ struct FwdTensors {
 
 void norm_fwd(NormType norm, bool fused_add, const FwdTensors& t, float epsilon,
               int multiprocessorCount, bool zero_centered_gamma, cudaStream_t stream) {
-  const Tensor& x_t = const_tensor_from_handle(t.x, "x");
-  NORMTUNE_CHECK_ARG(x_t.data.ndim() == 2, "x", "a 2-D tensor [rows, hidden] (flatten leading dims)",
-                     detail::concat("shape ", x_t.data.shape.str()));
-  const size_t rows = x_t.data.shape[0];
-  const size_t hidden = x_t.data.shape[1];
-  NORMTUNE_CHECK_ARG(hidden >= 1 && hidden <= kMaxHiddenSize, "x",
-                     detail::concat("a hidden size (last dim) in [1, ", kMaxHiddenSize, "]"), hidden);
-  NORMTUNE_CHECK_ARG(rows <= static_cast<size_t>(std::numeric_limits<int64_t>::max() / hidden),
-                     "x", "fewer rows", rows);
+  const auto [rows, hidden] = checked_rows_hidden(t.x, multiprocessorCount);
   NORMTUNE_CHECK_ARG(epsilon >= 0.f && std::isfinite(epsilon), "epsilon", "a finite value >= 0",
                      epsilon);
-  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
-                     multiprocessorCount);
 
   const Shape row_shape{rows, hidden};
   const Shape vec_shape{hidden};
@@ -41,9 +31,7 @@ void norm_fwd(NormType norm, bool fused_add, const FwdTensors& t, float epsilon,
   const BasicTensor& z = checked_buffer(t.z, "z", row_shape, "x's");
   const BasicTensor& rsigma = checked_buffer(t.rsigma, "rsigma", stat_shape, "[rows]");
   expect_wide_float(x, "x");
-  NORMTUNE_CHECK_ARG(gamma.dtype == x.dtype || gamma.dtype == DType::kFloat32, "gamma",
-                     detail::concat("dtype ", dtype_name(x.dtype), " (x's) or fp32"),
-                     dtype_name(gamma.dtype));
+  expect_gamma_dtype(gamma, x.dtype);
   const bool z_ok = z.dtype == x.dtype ||
                     (x.dtype == DType::kFloat32 && (z.dtype == DType::kBFloat16 || z.dtype == DType::kFloat16));
   NORMTUNE_CHECK_ARG(z_ok, "z",

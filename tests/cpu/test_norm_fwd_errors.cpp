@@ -9,25 +9,16 @@
 #include <normtune/common/error.h>
 #include <normtune/normalization.h>
 
+#include "fake_handles.h"
+
 namespace normtune {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-void* fake(uintptr_t a) { return reinterpret_cast<void*>(a); }
-
-struct Handle {
-  NVTETensor h = nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
-  Handle() = default;
-  Handle(void* p, std::vector<size_t> shape, NVTEDType t) { set(p, shape, t); }
-  ~Handle() { nvte_destroy_tensor(h); }
-  void set(void* p, const std::vector<size_t>& shape, NVTEDType t) {
-    NVTEBasicTensor b{p, t, nvte_make_shape(shape.data(), shape.size())};
-    nvte_set_tensor_param_v2(h, kNVTERowwiseData, &b, sizeof(b));
-  }
-  operator NVTETensor() const { return h; }
-};
+using test::fake;
+using test::Handle;
 
 class FwdErrors : public ::testing::Test {
  protected:

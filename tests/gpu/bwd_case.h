@@ -42,28 +42,6 @@ struct BwdResult {
 // summation error relative to the sum of |terms| over the rows (so it scales with them).
 inline constexpr double kFp32TermError = 1e-5;
 
-inline ::testing::AssertionResult close_with_scale(const HostArray& got, const std::vector<double>& want,
-                                                   const std::vector<double>& scale, double rtol,
-                                                   const std::string& what) {
-  if (got.count != want.size()) {
-    return ::testing::AssertionFailure() << what << ": " << got.count << " elements, expected " << want.size();
-  }
-  size_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double g = got.get(i);
-    const double w = want[i];
-    const double tol = 1e-6 + rtol * std::fabs(w) + kFp32TermError * scale[i];
-    if (!(std::isfinite(g) && std::fabs(g - w) <= tol)) {
-      if (bad < 5) first += detail::concat("\n  [", i, "] got ", g, " want ", w, " tol ", tol);
-      ++bad;
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << want.size()
-                                       << " elements wrong (NaN = not written)" << first;
-}
-
 // The forward statistics the backward consumes: fp64 reference values stored in fp32.
 inline void reference_stats(NormType norm, const HostArray& x, size_t rows, size_t hidden,
                             std::vector<double>* mu, std::vector<double>* rsigma) {
@@ -175,12 +153,13 @@ inline BwdResult run_bwd(const BwdCase& c, bool check = true) {
     in.zero_centered_gamma = c.zero_centered_gamma;
     const reference::BwdOutputs want = reference::norm_bwd(in);
     const std::string what = c.describe() + " kernel " + r.kernel.name;
-    EXPECT_TRUE(close_with_scale(r.dx, want.dx, want.dx_scale, output_tolerance(c.itype).rtol, what + " dx"));
-    EXPECT_TRUE(close_with_scale(r.dgamma, want.dgamma, want.dgamma_scale, output_tolerance(c.wtype).rtol,
-                                 what + " dgamma"));
+    EXPECT_TRUE(close_to_reference(r.dx, want.dx, {output_tolerance(c.itype).rtol, 1e-6}, what + " dx",
+                                   &want.dx_scale, kFp32TermError));
+    EXPECT_TRUE(close_to_reference(r.dgamma, want.dgamma, {output_tolerance(c.wtype).rtol, 1e-6},
+                                   what + " dgamma", &want.dgamma_scale, kFp32TermError));
     if (ln) {
-      EXPECT_TRUE(close_with_scale(r.dbeta, want.dbeta, want.dbeta_scale, output_tolerance(c.wtype).rtol,
-                                   what + " dbeta"));
+      EXPECT_TRUE(close_to_reference(r.dbeta, want.dbeta, {output_tolerance(c.wtype).rtol, 1e-6},
+                                     what + " dbeta", &want.dbeta_scale, kFp32TermError));
     }
   }
   return r;

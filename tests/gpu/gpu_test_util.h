@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <normtune/common/device_info.h>
 #include <normtune/common/error.h>
 #include <normtune/normalization.h>
+#include <normtune/normtune.h>
 #include <normtune/transformer_engine.h>
 
 namespace normtune::test {
@@ -154,10 +156,14 @@ class TensorHandle {
 
 // ---- comparison ------------------------------------------------------------------------
 // Every element must be written (not NaN: inputs are finite and outputs were NaN-poisoned)
-// and within tolerance of the reference. Reports the first few failures.
+// and within tolerance of the reference: atol + rtol * |want|, plus scale_coef * scale[i]
+// when a per-element error scale is given (fp32 arithmetic error relative to the size of
+// the terms, for results that cancel). Reports the first few failures.
 inline ::testing::AssertionResult close_to_reference(const HostArray& got,
                                                      const std::vector<double>& want,
-                                                     Tolerance tol, const std::string& what) {
+                                                     Tolerance tol, const std::string& what,
+                                                     const std::vector<double>* scale = nullptr,
+                                                     double scale_coef = 0) {
   if (got.count != want.size()) {
     return ::testing::AssertionFailure() << what << ": " << got.count << " elements, expected " << want.size();
   }
@@ -166,9 +172,10 @@ inline ::testing::AssertionResult close_to_reference(const HostArray& got,
   for (size_t i = 0; i < want.size(); ++i) {
     const double g = got.get(i);
     const double w = want[i];
-    const bool ok = std::isfinite(g) && std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
+    const double limit = tol.atol + tol.rtol * std::fabs(w) + (scale != nullptr ? scale_coef * (*scale)[i] : 0.0);
+    const bool ok = std::isfinite(g) && std::fabs(g - w) <= limit;
     if (!ok) {
-      if (bad < 5) first += detail::concat("\n  [", i, "] got ", g, " want ", w);
+      if (bad < 5) first += detail::concat("\n  [", i, "] got ", g, " want ", w, " tolerance ", limit);
       ++bad;
     }
   }
@@ -181,6 +188,37 @@ inline ::testing::AssertionResult same_bits(const HostArray& a, const HostArray&
                                             const std::string& what) {
   if (a.raw == b.raw) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": results differ between identical runs";
+}
+
+// ---- tuned entries ------------------------------------------------------------------------
+// The registry's tuned entries of the given stages (for parameterized suites).
+inline std::vector<const KernelEntry*> tuned_entries(std::initializer_list<Stage> stages) {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry* e : kernel_registry().entries()) {
+    if (e->is_general()) continue;
+    for (Stage st : stages) {
+      if (e->key.stage == st) out.push_back(e);
+    }
+  }
+  return out;
+}
+
+// A suite over tuned entries: an entry tuned for another architecture family is skipped.
+class TunedEntryGpu : public ::testing::TestWithParam<const KernelEntry*> {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    if (GetParam()->arch != current_arch_family()) {
+      GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
+                   << ", this device is " << arch_family_name(current_arch_family());
+    }
+  }
+};
+
+// "sm90_rmsnorm_fwd_bf16_bf16_bf16_h4096_...": the test name of a tuned entry.
+inline std::string tuned_entry_name(const ::testing::TestParamInfo<const KernelEntry*>& info) {
+  const std::string arch(arch_family_name(info.param->arch));
+  return arch.substr(0, 2) + arch.substr(3) + "_" + info.param->name;
 }
 
 // Workspace per TransformerEngine's protocol: the query call first, then the real one.

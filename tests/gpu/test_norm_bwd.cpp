@@ -43,26 +43,7 @@ struct Variant {
 constexpr Variant kVariants[] = {{NormType::kRMSNorm, false}, {NormType::kLayerNorm, false}, {NormType::kRMSNorm, true}};
 
 // ---- every tuned entry, at its hidden size ---------------------------------------------
-std::vector<const KernelEntry*> tuned_backward_entries() {
-  std::vector<const KernelEntry*> out;
-  for (const KernelEntry* e : kernel_registry().entries()) {
-    if (!e->is_general() && (e->key.stage == Stage::kBackward || e->key.stage == Stage::kBackwardAdd)) {
-      out.push_back(e);
-    }
-  }
-  return out;
-}
-
-class TunedBwdGpu : public ::testing::TestWithParam<const KernelEntry*> {
- protected:
-  void SetUp() override {
-    NORMTUNE_REQUIRE_GPU();
-    if (GetParam()->arch != current_arch_family()) {
-      GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
-                   << ", this device is " << arch_family_name(current_arch_family());
-    }
-  }
-};
+class TunedBwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedBwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
@@ -75,12 +56,8 @@ TEST_P(TunedBwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, TunedBwdGpu, ::testing::ValuesIn(tuned_backward_entries()),
-                         [](const ::testing::TestParamInfo<const KernelEntry*>& info) {
-                           return std::string(arch_family_name(info.param->arch)).substr(0, 2) +
-                                  std::string(arch_family_name(info.param->arch)).substr(3) + "_" +
-                                  info.param->name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, TunedBwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kBackward, Stage::kBackwardAdd})),
+                         tuned_entry_name);
 
 // ---- odd shapes, every dtype and variant (general kernels) -----------------------------
 struct Shape2 {

@@ -27,26 +27,7 @@ class NormFwdGpu : public ::testing::Test {
 };
 
 // ---- every tuned entry, at its hidden size ---------------------------------------------
-std::vector<const KernelEntry*> tuned_forward_entries() {
-  std::vector<const KernelEntry*> out;
-  for (const KernelEntry* e : kernel_registry().entries()) {
-    if (!e->is_general() && (e->key.stage == Stage::kForward || e->key.stage == Stage::kForwardAdd)) {
-      out.push_back(e);
-    }
-  }
-  return out;
-}
-
-class TunedFwdGpu : public ::testing::TestWithParam<const KernelEntry*> {
- protected:
-  void SetUp() override {
-    NORMTUNE_REQUIRE_GPU();
-    if (GetParam()->arch != current_arch_family()) {
-      GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
-                   << ", this device is " << arch_family_name(current_arch_family());
-    }
-  }
-};
+class TunedFwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
@@ -66,12 +47,8 @@ TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_forward_entries()),
-                         [](const ::testing::TestParamInfo<const KernelEntry*>& info) {
-                           return std::string(arch_family_name(info.param->arch)).substr(0, 2) +
-                                  std::string(arch_family_name(info.param->arch)).substr(3) + "_" +
-                                  info.param->name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd})),
+                         tuned_entry_name);
 
 // ---- odd shapes, every dtype, both norms (general kernels) -----------------------------
 struct Shape2 {

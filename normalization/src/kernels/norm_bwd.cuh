@@ -228,7 +228,7 @@ struct SmemGradAccum {
 };
 
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, kBwdMinBlocks<Traits, Shape>) norm_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)) norm_bwd_kernel(const BwdParams p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   constexpr int K = Traits::kOutputs;

@@ -1,0 +1,28 @@
+// Tensor handles over fake device addresses, for the CPU error tests: the API validates
+// them without ever dereferencing the pointers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <normtune/transformer_engine.h>
+
+namespace normtune::test {
+
+inline void* fake(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+struct Handle {
+  NVTETensor h = nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
+  Handle() = default;
+  Handle(void* p, std::vector<size_t> shape, NVTEDType t) { set(p, shape, t); }
+  ~Handle() { nvte_destroy_tensor(h); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  void set(void* p, const std::vector<size_t>& shape, NVTEDType t) {
+    NVTEBasicTensor b{p, t, nvte_make_shape(shape.data(), shape.size())};
+    nvte_set_tensor_param_v2(h, kNVTERowwiseData, &b, sizeof(b));
+  }
+  operator NVTETensor() const { return h; }
+};
+
+}  // namespace normtune::test
