@@ -115,14 +115,15 @@ struct GradAccum {
       for (int k = 0; k < kVec; ++k) v[o][k] = 0.f;
     }
   }
-  template <typename I>
+  // Adds this row's terms to the first kCount outputs (dgamma, then dbeta).
+  template <int kCount = Traits::kOutputs, typename I>
   __device__ __forceinline__ void add(const BwdMath<Traits>& m, const Vec<I, kVec>& x,
                                       const Vec<I, kVec>& dz) {
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const float d = to_float(dz.v[k]);
       v[0][k] += d * m.y(to_float(x.v[k]));
-      if constexpr (!Traits::kRmsNorm) v[1][k] += d;
+      if constexpr (kCount > 1) v[1][k] += d;
     }
   }
   // Writes output o's kVec columns starting at `col` of partial row `program`.
@@ -140,13 +141,17 @@ struct GradAccum {
   }
 };
 
-// Where a thread keeps its dgamma (+ dbeta) partials: in registers while they are few (up
-// to 16 floats, 2 vectors at most), else in shared memory (thread-private slots,
-// conflict-free 16-byte accesses), so that the registers hold x and dz without spills.
+// Where a thread keeps its dgamma (+ dbeta) partials: the first kBwdRegOutputs outputs in
+// registers (up to 16 floats, 2 vectors at most), the others in shared memory
+// (thread-private slots, conflict-free 16-byte accesses), so that the registers hold x and
+// dz without spills.
 template <typename Traits, typename Shape>
-inline constexpr bool kBwdAccInSmem =
-    !platform::kIsHip && Shape::kVec % 4 == 0 &&
-    (Shape::kN * Shape::kVec * Traits::kOutputs > 16 || Shape::kN >= 4);
+inline constexpr int kBwdRegOutputs =
+    platform::kIsHip || Shape::kVec % 4 != 0 ? Traits::kOutputs
+    : Shape::kN >= 4                          ? 0
+    : Shape::kN * Shape::kVec * Traits::kOutputs <= 16 ? Traits::kOutputs
+    : Shape::kN * Shape::kVec <= 16           ? 1
+                                              : 0;
 
 // Register budget: 64 (1024 threads per SM) up to 2 vectors (or 8 scalars) per thread; 128
 // for 4 vectors of x and dz (they alone take 32 registers).
@@ -154,12 +159,13 @@ template <typename Traits, typename Shape>
 inline constexpr int kBwdMinBlocks =
     (Shape::kVec > 1 && Shape::kN <= 2) || (Shape::kVec == 1 && Shape::kN * Traits::kOutputs <= 8) ? 2 : 1;
 
-// Dynamic shared memory of the register-resident kernel: the partials when they live there
-// ([kN][K][kVec / 4][threads][4] floats), then the in-CTA combine of R > 1 row groups
-// ([K][R][G * kVec] floats).
+// Dynamic shared memory of the register-resident kernel: the partials that live there
+// ([kN][outputs in smem][kVec / 4][threads][4] floats), then the in-CTA combine of R > 1
+// row groups ([K][R][G * kVec] floats).
 template <typename Traits, typename Shape>
 constexpr size_t bwd_acc_smem_floats(int threads) {
-  return kBwdAccInSmem<Traits, Shape> ? static_cast<size_t>(Shape::kN) * Traits::kOutputs * Shape::kVec * threads : 0;
+  return static_cast<size_t>(Shape::kN) * (Traits::kOutputs - kBwdRegOutputs<Traits, Shape>) * Shape::kVec *
+         threads;
 }
 template <typename Traits, typename Shape>
 constexpr size_t bwd_smem_bytes(int threads, int rows_per_cta) {
@@ -167,18 +173,20 @@ constexpr size_t bwd_smem_bytes(int threads, int rows_per_cta) {
   return sizeof(float) * (bwd_acc_smem_floats<Traits, Shape>(threads) + combine);
 }
 
-// The thread-private partials of slot i in shared memory, four floats at a time.
-template <typename Traits, int kVec>
+// The thread-private partials of slot i in shared memory, four floats at a time: outputs
+// kFirst.. (the ones not held in registers).
+template <typename Traits, int kVec, int kFirst>
 struct SmemGradAccum {
+  static constexpr int kCount = Traits::kOutputs - kFirst;
   float* base;  // this thread's first float
   int stride;   // floats between consecutive groups of four of one thread: 4 * threads
 
   __device__ __forceinline__ float4* at(int i, int o, int k4) const {
-    return reinterpret_cast<float4*>(base + ((i * Traits::kOutputs + o) * (kVec / 4) + k4) * stride);
+    return reinterpret_cast<float4*>(base + ((i * kCount + o - kFirst) * (kVec / 4) + k4) * stride);
   }
   __device__ __forceinline__ void clear(int i) const {
 #pragma unroll
-    for (int o = 0; o < Traits::kOutputs; ++o) {
+    for (int o = kFirst; o < Traits::kOutputs; ++o) {
 #pragma unroll
       for (int k4 = 0; k4 < kVec / 4; ++k4) *at(i, o, k4) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
@@ -194,13 +202,15 @@ struct SmemGradAccum {
         d[j] = to_float(dz.v[k4 * 4 + j]);
         y[j] = m.y(to_float(x.v[k4 * 4 + j]));
       }
-      float4 g = *at(i, 0, k4);
-      g.x += d[0] * y[0];
-      g.y += d[1] * y[1];
-      g.z += d[2] * y[2];
-      g.w += d[3] * y[3];
-      *at(i, 0, k4) = g;
-      if constexpr (!Traits::kRmsNorm) {
+      if constexpr (kFirst == 0) {
+        float4 g = *at(i, 0, k4);
+        g.x += d[0] * y[0];
+        g.y += d[1] * y[1];
+        g.z += d[2] * y[2];
+        g.w += d[3] * y[3];
+        *at(i, 0, k4) = g;
+      }
+      if constexpr (Traits::kOutputs > 1) {
         float4 b = *at(i, 1, k4);
         b.x += d[0];
         b.y += d[1];
@@ -210,10 +220,10 @@ struct SmemGradAccum {
       }
     }
   }
-  __device__ __forceinline__ GradAccum<Traits, kVec> load(int i) const {
-    GradAccum<Traits, kVec> a;
+  // Fills outputs kFirst.. of `a`.
+  __device__ __forceinline__ void load(int i, GradAccum<Traits, kVec>& a) const {
 #pragma unroll
-    for (int o = 0; o < Traits::kOutputs; ++o) {
+    for (int o = kFirst; o < Traits::kOutputs; ++o) {
 #pragma unroll
       for (int k4 = 0; k4 < kVec / 4; ++k4) {
         const float4 v = *at(i, o, k4);
@@ -223,7 +233,6 @@ struct SmemGradAccum {
         a.v[o][k4 * 4 + 3] = v.w;
       }
     }
-    return a;
   }
 };
 
@@ -240,7 +249,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
 
-  constexpr bool kAccInSmem = kBwdAccInSmem<Traits, Shape>;
+  constexpr int kRegOutputs = kBwdRegOutputs<Traits, Shape>;
+  constexpr bool kAccInSmem = kRegOutputs < K;
   static_assert(!kAccInSmem || kVec % 4 == 0, "shared-memory partials are moved 4 floats at a time");
   __shared__ ReduceSmem<K> smem;
   extern __shared__ float4 dynamic_smem[];
@@ -262,18 +272,16 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
 
   float* const acc_base = reinterpret_cast<float*>(dynamic_smem);
   float* const combine = acc_base + bwd_acc_smem_floats<Traits, Shape>(blockDim.x);
-  const SmemGradAccum<Traits, kVec> acc_smem{acc_base + threadIdx.x * 4, static_cast<int>(blockDim.x) * 4};
+  const SmemGradAccum<Traits, kVec, kRegOutputs> acc_smem{acc_base + threadIdx.x * 4,
+                                                          static_cast<int>(blockDim.x) * 4};
 
   // gamma: held in registers when they allow it (else re-read per row, from L1/L2).
   [[maybe_unused]] VW g_held[kHoldGamma ? kN : 1];
-  [[maybe_unused]] GradAccum<Traits, kVec> acc[kAccInSmem ? 1 : kN];
+  [[maybe_unused]] GradAccum<Traits, kVec> acc[kRegOutputs > 0 ? kN : 1];
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
-    if constexpr (kAccInSmem) {
-      acc_smem.clear(i);
-    } else {
-      acc[i].clear();
-    }
+    if constexpr (kRegOutputs > 0) acc[i].clear();
+    if constexpr (kAccInSmem) acc_smem.clear(i);
     if constexpr (kHoldGamma) {
       if (vec_index(i) < nvec) g_held[i].load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
     }
@@ -315,11 +323,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
         for (int k = 0; k < kVec; ++k) {
           m.add_terms(to_float(x_r[i].v[k]), to_float(dz_r[i].v[k]), to_float(g.v[k]), s);
         }
-        if constexpr (kAccInSmem) {
-          acc_smem.add(i, m, x_r[i], dz_r[i]);
-        } else {
-          acc[i].add(m, x_r[i], dz_r[i]);
-        }
+        if constexpr (kRegOutputs > 0) acc[i].template add<kRegOutputs>(m, x_r[i], dz_r[i]);
+        if constexpr (kAccInSmem) acc_smem.add(i, m, x_r[i], dz_r[i]);
       }
     }
     s = group_reduce(s, AddOp{}, G, 1, smem, phase);
@@ -337,11 +342,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
 
   // This CTA's partial row.
   auto slot = [&](int i) {
-    if constexpr (kAccInSmem) {
-      return acc_smem.load(i);
-    } else {
-      return acc[i];
-    }
+    GradAccum<Traits, kVec> a;
+    if constexpr (kRegOutputs > 0) a = acc[i];
+    if constexpr (kAccInSmem) acc_smem.load(i, a);
+    return a;
   };
   if (rows_per_cta == 1) {
 #pragma unroll
