@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 
 #include <normtune/normtune.h>
 
@@ -255,13 +256,23 @@ TEST_F(NormBwdGpu, MatchesFiniteDifferencesOfTheForward) {
 class BwdApiGpu : public NormBwdGpu {
  protected:
   static constexpr size_t kRows = 64, kHidden = 1024;
-  DeviceArray x{DType::kBFloat16, kRows * kHidden}, dz{DType::kBFloat16, kRows * kHidden},
-      dx{DType::kBFloat16, kRows * kHidden}, gamma{DType::kBFloat16, kHidden},
-      dgamma{DType::kBFloat16, kHidden}, rsigma{DType::kFloat32, kRows};
-  TensorHandle tx{x, {kRows, kHidden}}, tdz{dz, {kRows, kHidden}}, tdx{dx, {kRows, kHidden}},
-      tg{gamma, {kHidden}}, tdg{dgamma, {kHidden}}, trs{rsigma, {kRows}};
+  // Allocated in SetUp, after the GPU check (a fixture member would allocate without a GPU).
+  struct Buffers {
+    DeviceArray x{DType::kBFloat16, kRows * kHidden}, dz{DType::kBFloat16, kRows * kHidden},
+        dx{DType::kBFloat16, kRows * kHidden}, gamma{DType::kBFloat16, kHidden},
+        dgamma{DType::kBFloat16, kHidden}, rsigma{DType::kFloat32, kRows};
+    TensorHandle tx{x, {kRows, kHidden}}, tdz{dz, {kRows, kHidden}}, tdx{dx, {kRows, kHidden}},
+        tg{gamma, {kHidden}}, tdg{dgamma, {kHidden}}, trs{rsigma, {kRows}};
+  };
+  std::unique_ptr<Buffers> b;
 
-  void call(NVTETensor ws, int sms = 0) { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tdx, tdg, ws, sms, false, nullptr); }
+  void SetUp() override {
+    NormBwdGpu::SetUp();
+    if (!IsSkipped()) b = std::make_unique<Buffers>();
+  }
+  void call(NVTETensor ws, int sms = 0) {
+    nvte_rmsnorm_bwd(b->tdz, b->tx, b->trs, b->tg, b->tdx, b->tdg, ws, sms, false, nullptr);
+  }
   size_t query(int sms = 0) {
     TensorHandle ws;
     call(ws, sms);
@@ -280,22 +291,22 @@ TEST_F(BwdApiGpu, WorkspaceQueryIsStableAndScalesWithPrograms) {
 TEST_F(BwdApiGpu, WrongOrMisalignedWorkspaceIsAnErrorAndWritesNothing) {
   const size_t bytes = query();
   DeviceBuffer mem(bytes + 64);
-  dx.poison();
-  dgamma.poison();
+  b->dx.poison();
+  b->dgamma.poison();
   TensorHandle small(mem.get(), {bytes - 16}, DType::kByte);
   EXPECT_THAT([&] { call(small); }, ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape")));
   TensorHandle odd(mem.get() + 4, {bytes}, DType::kByte);
   EXPECT_THAT([&] { call(odd); }, ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected a pointer aligned to 16 bytes")));
   TensorHandle null_data(nullptr, {kRows, kHidden}, DType::kBFloat16);
   TensorHandle ws(mem.get(), {bytes}, DType::kByte);
-  EXPECT_THAT([&] { nvte_rmsnorm_bwd(null_data, tx, trs, tg, tdx, tdg, ws, 0, false, nullptr); },
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(null_data, b->tx, b->trs, b->tg, b->tdx, b->tdg, ws, 0, false, nullptr); },
               ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dz': expected a device pointer")));
-  EXPECT_THAT([&] { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tx, tdg, ws, 0, false, nullptr); },
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(b->tdz, b->tx, b->trs, b->tg, b->tx, b->tdg, ws, 0, false, nullptr); },
               ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'x'")));
   TensorHandle dg_on_ws(mem.get(), {kHidden}, DType::kBFloat16);
-  EXPECT_THAT([&] { nvte_rmsnorm_bwd(tdz, tx, trs, tg, tdx, dg_on_ws, ws, 0, false, nullptr); },
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(b->tdz, b->tx, b->trs, b->tg, b->tdx, dg_on_ws, ws, 0, false, nullptr); },
               ::testing::ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'workspace'")));
-  const HostArray dx_h = dx.to_host(), dg_h = dgamma.to_host();
+  const HostArray dx_h = b->dx.to_host(), dg_h = b->dgamma.to_host();
   for (size_t i = 0; i < dx_h.count; ++i) ASSERT_TRUE(std::isnan(dx_h.get(i))) << "dx written at " << i;
   for (size_t i = 0; i < dg_h.count; ++i) ASSERT_TRUE(std::isnan(dg_h.get(i))) << "dgamma written at " << i;
 }
