@@ -17,11 +17,11 @@
 // Kernels:
 //  - norm_bwd_kernel (kN >= 1): the row is held in registers (kN vectors per thread, the
 //    forward's layout: G threads per row, R = blockDim / G rows per CTA), so x and dz are
-//    read once; a persistent grid walks row tiles; gamma is loaded once per CTA (held in
-//    registers when they allow); the CTA's R row groups are combined in shared memory
-//    before the partial row is written. Latency is hidden by occupancy (up to 2 vectors
-//    per thread fit 64 registers: 2048 threads per SM) rather than by prefetching, which
-//    would not fit.
+//    read once; a persistent grid walks row tiles; gamma is held in registers with one
+//    vector per thread, else re-read per row (from L1/L2); the CTA's R row groups are
+//    combined in shared memory before the partial row is written. Latency is hidden by
+//    occupancy (up to 2 vectors per thread fit 64 registers: 1024 threads per SM) rather
+//    than by prefetching the next row, which would not fit.
 //  - long rows (kN == 0): norm_bwd_row_terms_kernel streams each row once to get c1, c2
 //    (to the workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a
 //    vector of columns over a range of rows, so its dgamma partial stays in registers.
