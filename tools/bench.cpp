@@ -63,9 +63,14 @@ const char* const kHelp = R"(normtune bench [options]
 
 namespace {
 
+std::vector<const OpInfo*> all_ops() {
+  std::vector<const OpInfo*> ops;
+  for (const OpInfo& op : kOps) ops.push_back(&op);
+  return ops;
+}
+
 struct Options {
-  std::vector<std::string> ops{"rmsnorm",     "layernorm",     "rmsnorm_add",
-                               "rmsnorm_bwd", "layernorm_bwd", "rmsnorm_bwd_add"};
+  std::vector<const OpInfo*> ops = all_ops();
   DType dtype = DType::kBFloat16;
   std::vector<std::pair<size_t, size_t>> shapes{
       {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
@@ -98,12 +103,11 @@ Options parse(const std::vector<std::string_view>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a == "--ops") {
-      o.ops = split(value(i), ',');
-      for (const auto& op : o.ops) {
-        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm" || op == "rmsnorm_add" ||
-                           op == "rmsnorm_bwd" || op == "layernorm_bwd" || op == "rmsnorm_bwd_add",
-                       "bench: unknown op '", op,
-                       "' (rmsnorm, layernorm, rmsnorm_add, rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add)");
+      o.ops.clear();
+      for (const auto& name : split(value(i), ',')) {
+        const OpInfo* op = find_op(name);
+        NORMTUNE_CHECK(op != nullptr, "bench: unknown op '", name, "' (", op_names(true, true), ")");
+        o.ops.push_back(op);
       }
     } else if (a == "--dtype") {
       const std::string_view t = value(i);
@@ -215,81 +219,82 @@ int run(const std::vector<std::string_view>& args) {
     Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
         hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
         hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
-        ws(nullptr, {0}, DType::kByte),  // forward needs no workspace: the query's answer is [0]
         hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hadd(z.ptr, {rows, hidden}, t);
     const float eps = 1e-5f;
-    // Backward: dz = residual, add = z (filled), dx = residual_out; the statistics come from
-    // the forward of x (rsigma and mu of the norm being differentiated).
-    std::unique_ptr<DeviceMem> bwd_ws;
-    std::unique_ptr<Handle> hbws;
+    // Every op through its C API entry point. Backward: dz = residual, add = z (filled),
+    // dx = residual_out; the statistics come from the forward of x (into residual_out).
+    auto op_call = [&](const OpInfo& op) -> CallWithWorkspace {
+      const bool ln = op.norm == NormType::kLayerNorm;
+      switch (op.stage) {
+        case Stage::kForward:
+          if (ln) return [&](NVTETensor w, cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, w, o.sms, false, s); };
+          return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, w, o.sms, false, s); };
+        case Stage::kForwardAdd:
+          return [&](NVTETensor w, cudaStream_t s) {
+            normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, w, o.sms, false, s);
+          };
+        case Stage::kBackward:
+          if (ln) {
+            return [&](NVTETensor w, cudaStream_t s) {
+              nvte_layernorm_bwd(hres, hx, hmu, hrs, hg, hro, hdg, hdb, w, o.sms, false, s);
+            };
+          }
+          return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_bwd(hres, hx, hrs, hg, hro, hdg, w, o.sms, false, s); };
+        case Stage::kBackwardAdd:
+          return [&](NVTETensor w, cudaStream_t s) {
+            nvte_rmsnorm_bwd_add(hres, hx, hadd, hrs, hg, hro, hdg, w, o.sms, false, s);
+          };
+      }
+      NORMTUNE_ERROR("bench: no call for op ", op.name);
+    };
 
-    for (const std::string& op : o.ops) {
-      std::function<void(cudaStream_t)> call;
+    for (const OpInfo* op_ptr : o.ops) {
+      const OpInfo& op = *op_ptr;
+      const bool backward = is_backward(op.stage);
+      const bool ln = op.norm == NormType::kLayerNorm;
       Result r;
-      r.op = op;
+      r.op = op.name;
       r.dtype = std::string(dtype_name(t));
       r.rows = rows;
       r.hidden = hidden;
-      if (op == "rmsnorm") {
-        call = [&](cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, ws, o.sms, false, s); };
-        r.bytes = 2.0 * n * e + hidden * e + 4.0 * rows;
-      } else if (op == "layernorm") {
-        call = [&](cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, ws, o.sms, false, s); };
-        r.bytes = 2.0 * n * e + 2.0 * hidden * e + 8.0 * rows;
-      } else if (op == "rmsnorm_add") {
-        call = [&](cudaStream_t s) {
-          normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, ws, o.sms, false, s);
-        };
-        r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows;
-      } else {
-        const bool ln = op == "layernorm_bwd";
-        const bool add = op == "rmsnorm_bwd_add";
+      if (backward) {
         fill_random(z.ptr, t, n, 5, 0.0, 1.0);  // the added gradient
-        // The forward's statistics, then the backward's workspace (outside the timed region).
-        if (ln) {
-          nvte_layernorm_fwd(hx, hg, hb, eps, hro, hmu, hrs, ws, o.sms, false, timer.stream());
-        } else {
-          nvte_rmsnorm_fwd(hx, hg, eps, hro, hrs, ws, o.sms, false, timer.stream());
-        }
-        auto bwd = [&, ln, add](NVTETensor w, cudaStream_t s) {
-          if (ln) {
-            nvte_layernorm_bwd(hres, hx, hmu, hrs, hg, hro, hdg, hdb, w, o.sms, false, s);
-          } else if (add) {
-            nvte_rmsnorm_bwd_add(hres, hx, hadd, hrs, hg, hro, hdg, w, o.sms, false, s);
-          } else {
-            nvte_rmsnorm_bwd(hres, hx, hrs, hg, hro, hdg, w, o.sms, false, s);
-          }
-        };
-        Handle query(nullptr, {}, DType::kByte);
-        bwd(query, timer.stream());
-        const size_t ws_bytes = nvte_tensor_shape(query).data[0];
-        bwd_ws = std::make_unique<DeviceMem>(std::max<size_t>(ws_bytes, 16));
-        hbws = std::make_unique<Handle>(ws_bytes > 0 ? bwd_ws->ptr : nullptr, std::vector<size_t>{ws_bytes},
-                                        DType::kByte);
-        call = [bwd, &hbws](cudaStream_t s) { bwd(*hbws, s); };
-        r.bytes = (add ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e + (ln ? 8.0 : 4.0) * rows;
+        // The forward's statistics (rsigma and mu of the norm being differentiated).
+        const CallWithWorkspace fwd = op_call(op_of(op.norm, Stage::kForward));
+        fwd(Workspace(fwd, timer.stream()), timer.stream());
+      }
+      const CallWithWorkspace run_op = op_call(op);
+      const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
+      const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
+      switch (op.stage) {
+        case Stage::kForward: r.bytes = 2.0 * n * e + (ln ? 2.0 : 1.0) * hidden * e + (ln ? 8.0 : 4.0) * rows; break;
+        case Stage::kForwardAdd: r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows; break;
+        case Stage::kBackward:
+        case Stage::kBackwardAdd:
+          r.bytes = (op.stage == Stage::kBackwardAdd ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e +
+                    (ln ? 8.0 : 4.0) * rows;
+          break;
       }
       call(timer.stream());
       NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
       const KernelChoice k = last_kernel();
       r.kernel = k.name;
       r.tuned = k.tuned;
-      const bool backward = op.ends_with("_bwd") || op.ends_with("_bwd_add");
       if (o.verify && backward) {
-        r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op == "rmsnorm_bwd_add" ? z.ptr : nullptr,
+        r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op.stage == Stage::kBackwardAdd ? z.ptr : nullptr,
                                 mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
       } else if (o.verify) {
-        r.verified = verify(op, t, rows, hidden, x.ptr, op == "rmsnorm_add" ? res.ptr : nullptr, gamma.ptr,
-                            op == "layernorm" ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
+        r.verified = verify(op, t, rows, hidden, x.ptr, op.stage == Stage::kForwardAdd ? res.ptr : nullptr, gamma.ptr,
+                            ln ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
       }
       r.t = timer.time(call, o.warmup, o.reps);
       std::function<void(cudaStream_t)> base;
-      if (op == "rmsnorm_add") {
+      if (op.stage == Stage::kForwardAdd) {
         r.base_name = "2r2w";
         base = [&](cudaStream_t s) {
           launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
         };
-      } else if (op == "rmsnorm_bwd_add") {
+      } else if (op.stage == Stage::kBackwardAdd) {
         r.base_name = "3r1w";
         base = [&](cudaStream_t s) {
           launch_three_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
@@ -312,7 +317,7 @@ int run(const std::vector<std::string_view>& args) {
       }
       const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
       std::printf("%-15s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
-                  op.c_str(), r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
+                  op.name, r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
                   100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
                   r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
                   r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),

@@ -19,6 +19,16 @@ Handle::Handle(void* p, std::vector<size_t> shape, DType t) : h(nvte_create_tens
 }
 Handle::~Handle() { nvte_destroy_tensor(h); }
 
+Workspace::Workspace(const CallWithWorkspace& call, cudaStream_t stream) {
+  Handle query(nullptr, {0}, DType::kByte);
+  call(query, stream);
+  const NVTEShape shape = nvte_tensor_shape(query);
+  NORMTUNE_CHECK(shape.ndim == 1 && shape.data[0] >= 1, "the workspace query did not answer a size");
+  bytes_ = shape.data[0];
+  mem_ = std::make_unique<DeviceMem>(bytes_);
+  handle_ = std::make_unique<Handle>(mem_->ptr, std::vector<size_t>{bytes_}, DType::kByte);
+}
+
 namespace {
 Timing summarize(std::vector<double> us) {
   std::sort(us.begin(), us.end());
@@ -108,7 +118,7 @@ std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) 
 }  // namespace
 
 // Compares sampled rows of z (and rsigma) with the fp64 reference; "ok (N rows)" or throws.
-std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, const void* x,
+std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* x,
                    const void* residual, const void* gamma, const void* beta, const void* z,
                    const void* rsigma, float eps) {
   std::vector<size_t> sample;
@@ -125,7 +135,7 @@ std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, c
     const std::vector<double> xv = download(x, t, r * hidden, hidden);
     const std::vector<double> rv = residual ? download(residual, t, r * hidden, hidden) : std::vector<double>();
     reference::FwdInputs in;
-    in.norm = op == "layernorm" ? NormType::kLayerNorm : NormType::kRMSNorm;
+    in.norm = op.norm;
     in.rows = 1;
     in.hidden = static_cast<int64_t>(hidden);
     in.x = xv.data();
@@ -137,10 +147,10 @@ std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, c
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::vector<double> got = download(z, t, r * hidden, hidden);
     const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
-    NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op, " ",
+    NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op.name, " ",
                    rows, "x", hidden, " row ", r, ": rsigma ", rs[0], ", reference ", want.rsigma[0]);
     for (size_t h = 0; h < hidden; ++h) {
-      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= rtol * std::fabs(want.z[h]) + 1e-5, "verify ", op,
+      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= rtol * std::fabs(want.z[h]) + 1e-5, "verify ", op.name,
                      " ", rows, "x", hidden, " row ", r, " col ", h, ": z ", got[h], ", reference ",
                      want.z[h]);
     }
@@ -162,10 +172,10 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
 }
 }  // namespace
 
-std::string verify_bwd(const std::string& op, DType t, size_t rows, size_t hidden, const void* dz,
+std::string verify_bwd(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* dz,
                        const void* x, const void* add, const void* mu, const void* rsigma,
                        const void* gamma, const void* dx, const void* dgamma, const void* dbeta) {
-  const bool ln = op == "layernorm_bwd";
+  const bool ln = op.norm == NormType::kLayerNorm;
   const bool whole = rows * hidden <= (16u << 20);
   std::vector<size_t> sample;
   if (whole) {
@@ -175,7 +185,7 @@ std::string verify_bwd(const std::string& op, DType t, size_t rows, size_t hidde
     for (size_t r = 0; r < 64; ++r) sample.push_back(r < 2 ? r * (rows - 1) : rng() % rows);
   }
   const std::vector<double> g = download(gamma, t, 0, hidden);
-  const std::string what = detail::concat(op, " ", rows, "x", hidden);
+  const std::string what = detail::concat(op.name, " ", rows, "x", hidden);
   std::vector<double> dgamma_sum(hidden), dbeta_sum(hidden), dgamma_scale(hidden), dbeta_scale(hidden);
   for (size_t r : sample) {
     const std::vector<double> xv = download(x, t, r * hidden, hidden);

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <normtune/common/dtype.h>
 #include <normtune/common/platform.h>
+#include <normtune/registry/op.h>
 #include <normtune/transformer_engine.h>
 
 namespace normtune::bench {
@@ -28,6 +30,22 @@ struct Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   operator NVTETensor() const { return h; }
+};
+
+// A call's workspace by TransformerEngine's two-call protocol: the call is made once with a
+// default (empty) workspace tensor, which only sets the size, then the workspace is
+// allocated with exactly that shape (outside any timed region).
+using CallWithWorkspace = std::function<void(NVTETensor workspace, cudaStream_t stream)>;
+class Workspace {
+ public:
+  Workspace(const CallWithWorkspace& call, cudaStream_t stream);
+  size_t bytes() const { return bytes_; }
+  operator NVTETensor() const { return *handle_; }
+
+ private:
+  size_t bytes_ = 0;
+  std::unique_ptr<DeviceMem> mem_;
+  std::unique_ptr<Handle> handle_;
 };
 
 struct Timing {
@@ -58,13 +76,13 @@ void fill_random(void* dev, DType t, size_t n, uint32_t seed, double mean, doubl
 
 // Compares z and rsigma of a forward call with the fp64 reference: every row when
 // rows x hidden <= 16M, else 64 sampled rows. Returns "ok (N rows)"; throws on a mismatch.
-std::string verify(const std::string& op, DType t, size_t rows, size_t hidden, const void* x,
+std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* x,
                    const void* residual, const void* gamma, const void* beta, const void* z,
                    const void* rsigma, float eps);
 
 // Compares dx of a backward call with the fp64 reference (every row when rows x hidden <=
 // 16M, then dgamma/dbeta too; else dx of 64 sampled rows). "ok (...)"; throws on a mismatch.
-std::string verify_bwd(const std::string& op, DType t, size_t rows, size_t hidden, const void* dz,
+std::string verify_bwd(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* dz,
                        const void* x, const void* add, const void* mu, const void* rsigma,
                        const void* gamma, const void* dx, const void* dgamma, const void* dbeta);
 

@@ -51,52 +51,6 @@ std::vector<std::string> split(std::string_view s) {
   }
 }
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-// Threads sharing a row of nvec vectors, n per thread: a power of two below the warp size,
-// else whole warps; 0 when more than 512.
-int threads_per_row(int nvec, int n, int warp) {
-  int g = ceil_div(nvec, n);
-  if (g < warp) {
-    int p = 1;
-    while (p < g) p *= 2;
-    return p;
-  }
-  g = ceil_div(g, warp) * warp;
-  return g <= 512 ? g : 0;
-}
-
-std::vector<FwdPlan> candidates(int hidden, int vec, int warp) {
-  std::vector<FwdPlan> out;
-  const int nvec = hidden / vec;
-  for (int n : {1, 2, 4, 8}) {
-    const int g = threads_per_row(nvec, n, warp);
-    if (g == 0) continue;
-    for (int r : {1, 2, 4, 8, 16, 32, 64}) {
-      const int threads = g * r;
-      if (threads > 512 || threads < 64) continue;
-      for (bool persistent : {true, false}) out.push_back(FwdPlan{n, g, 1, r, persistent});
-    }
-  }
-  return out;
-}
-
-// Backward layouts: 1, 2 or 4 vectors of x and dz per thread, every rows-per-CTA count up
-// to 512 threads, and the long-row (column-tiled) path.
-std::vector<BwdPlan> backward_candidates(int hidden, int vec, int warp) {
-  std::vector<BwdPlan> out{BwdPlan{0, 0, 0}};
-  const int nvec = hidden / vec;
-  for (int n : {1, 2, 4}) {
-    const int g = threads_per_row(nvec, n, warp);
-    if (g == 0) continue;
-    for (int r : {1, 2, 4, 8, 16, 32, 64}) {
-      const int threads = g * r;
-      if (threads <= 512 && threads >= 64) out.push_back(BwdPlan{n, g, r});
-    }
-  }
-  return out;
-}
-
 struct Problem {
   DType t;
   std::string dname;
@@ -104,17 +58,27 @@ struct Problem {
   size_t rows;
 };
 
-// Times every backward candidate of `op` (rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add) and
-// prints the line of the fastest that matches the reference.
-void tune_backward(const std::string& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
+// The line for the fastest plan: "<NORMTUNE_TUNED(...)>" from the plan's field table.
+template <typename Plan>
+void print_line(const OpInfo& op, const Problem& pb, const Plan& plan, double us, const DeviceInfo& dev,
+                const char* date) {
+  const std::string tool = detail::concat("normtune tune ", version(), ", ", pb.rows, "x", pb.hidden);
+  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.t, static_cast<uint32_t>(pb.hidden));
+  std::printf("%s\n", tuned_table_line(key, plan, Provenance{dev.name.c_str(), date, us, tool.c_str()}).c_str());
+  std::fflush(stdout);
+}
+
+// Times every backward candidate of `op` (a backward op) and prints the line of the fastest
+// that matches the reference.
+void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
                    int reps, const char* date) {
   const DType t = pb.t;
   const size_t e = dtype_storage_bytes(t, 1);
   const size_t rows = pb.rows;
   const size_t hidden = static_cast<size_t>(pb.hidden);
   const size_t n = rows * hidden;
-  const bool ln = op == "layernorm_bwd";
-  const bool add = op == "rmsnorm_bwd_add";
+  const bool ln = op.norm == NormType::kLayerNorm;
+  const bool add = op.stage == Stage::kBackwardAdd;
   bench::DeviceMem x(n * e), dz(n * e), a(n * e), dx(n * e), gamma(hidden * e), beta(hidden * e),
       dgamma(hidden * e), dbeta(hidden * e), mu(rows * 4), rs(rows * 4);
   bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
@@ -125,14 +89,17 @@ void tune_backward(const std::string& op, const Problem& pb, const DeviceInfo& d
   bench::Handle hx(x.ptr, {rows, hidden}, t), hdz(dz.ptr, {rows, hidden}, t), ha(a.ptr, {rows, hidden}, t),
       hdx(dx.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
       hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hmu(mu.ptr, {rows}, DType::kFloat32),
-      hrs(rs.ptr, {rows}, DType::kFloat32), no_ws(nullptr, {0}, DType::kByte);
+      hrs(rs.ptr, {rows}, DType::kFloat32);
   // The forward's statistics (written to dx, overwritten below).
-  if (ln) {
-    nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hdx, hmu, hrs, no_ws, 0, false, timer.stream());
-  } else {
-    nvte_rmsnorm_fwd(hx, hg, 1e-5f, hdx, hrs, no_ws, 0, false, timer.stream());
-  }
-  auto call = [&](NVTETensor ws, cudaStream_t s) {
+  const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
+    if (ln) {
+      nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hdx, hmu, hrs, ws, 0, false, s);
+    } else {
+      nvte_rmsnorm_fwd(hx, hg, 1e-5f, hdx, hrs, ws, 0, false, s);
+    }
+  };
+  fwd(bench::Workspace(fwd, timer.stream()), timer.stream());
+  const bench::CallWithWorkspace call = [&](NVTETensor ws, cudaStream_t s) {
     if (ln) {
       nvte_layernorm_bwd(hdz, hx, hmu, hrs, hg, hdx, hdg, hdb, ws, 0, false, s);
     } else if (add) {
@@ -142,36 +109,25 @@ void tune_backward(const std::string& op, const Problem& pb, const DeviceInfo& d
     }
   };
   // Each plan needs its own workspace size: query, allocate (outside the timed region), run.
-  struct Prepared {
-    std::unique_ptr<bench::DeviceMem> mem;
-    std::unique_ptr<bench::Handle> ws;
-  };
   auto prepare = [&](const BwdPlan& plan) {
     set_backward_plan_override(&plan);
-    bench::Handle query(nullptr, {}, DType::kByte);
-    call(query, timer.stream());
-    const size_t bytes = nvte_tensor_shape(query).data[0];
-    Prepared p;
-    p.mem = std::make_unique<bench::DeviceMem>(std::max<size_t>(bytes, 16));
-    p.ws = std::make_unique<bench::Handle>(bytes > 0 ? p.mem->ptr : nullptr, std::vector<size_t>{bytes},
-                                           DType::kByte);
-    return p;
+    return std::make_unique<bench::Workspace>(call, timer.stream());
   };
   std::vector<std::pair<double, BwdPlan>> timed;
-  for (const BwdPlan& plan : backward_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size)) {
-    const Prepared p = prepare(plan);
-    call(*p.ws, timer.stream());
+  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size)) {
+    const auto ws = prepare(plan);
+    call(*ws, timer.stream());
     NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
-    timed.emplace_back(timer.time([&](cudaStream_t s) { call(*p.ws, s); }, 3, reps).median_us, plan);
+    timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
   }
   std::sort(timed.begin(), timed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
   BwdPlan best;
   double best_us = 0;
   for (const auto& [us, plan] : timed) {
-    const Prepared p = prepare(plan);
+    const auto ws = prepare(plan);
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
-    call(*p.ws, timer.stream());
+    call(*ws, timer.stream());
     NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
     try {
       bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr,
@@ -185,22 +141,15 @@ void tune_backward(const std::string& op, const Problem& pb, const DeviceInfo& d
     break;
   }
   set_backward_plan_override(nullptr);
-  NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op, " ", pb.dname, " ", hidden);
-  const char* d = pb.dname.c_str();
-  std::printf(
-      "NORMTUNE_TUNED(%s, %s, %s, %s, %s, fp32, %d, (.vecs_per_thread = %d, .threads_per_row = %d, "
-      ".rows_per_cta = %d), (.device = \"%s\", .date = \"%s\", .time_us = %.2f, .tool = \"normtune tune "
-      "%s, %zux%d\"))\n",
-      ln ? "LayerNorm" : "RMSNorm", add ? "BackwardAdd" : "Backward", d, d, d, pb.hidden,
-      best.vecs_per_thread, best.threads_per_row, best.rows_per_cta, dev.name.c_str(), date, best_us,
-      version(), rows, pb.hidden);
-  std::fflush(stdout);
+  NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op.name, " ", pb.dname, " ", hidden);
+  print_line(op, pb, best, best_us, dev, date);
 }
 
 }  // namespace
 
 int run(const std::vector<std::string_view>& args) {
-  std::vector<std::string> ops{"rmsnorm", "layernorm"}, dtypes{"bf16"};
+  std::vector<const OpInfo*> ops{find_op("rmsnorm"), find_op("layernorm")};
+  std::vector<std::string> dtypes{"bf16"};
   std::vector<int> hiddens{128,  256,  512,  768,  1024, 1536, 2048,  2560, 3072,
                            3584, 4096, 5120, 6144, 7168, 8192, 12288, 16384};
   size_t elements = size_t{1} << 25;
@@ -211,7 +160,13 @@ int run(const std::vector<std::string_view>& args) {
       return std::string(args[++i]);
     };
     if (args[i] == "--ops") {
-      ops = split(value());
+      ops.clear();
+      for (const std::string& name : split(value())) {
+        const OpInfo* op = find_op(name);
+        NORMTUNE_CHECK(op != nullptr && op->stage != Stage::kForwardAdd, "tune: op ", name, ": expected one of ",
+                       "rmsnorm, layernorm, ", op_names(false, true));
+        ops.push_back(op);
+      }
     } else if (args[i] == "--dtypes") {
       dtypes = split(value());
     } else if (args[i] == "--hidden") {
@@ -251,29 +206,29 @@ int run(const std::vector<std::string_view>& args) {
       bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
       bench::Handle hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t), hz(z.ptr, {rows, static_cast<size_t>(hidden)}, t),
           hg(gamma.ptr, {static_cast<size_t>(hidden)}, t), hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
-          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32),
-          ws(nullptr, {0}, DType::kByte);
-      for (const std::string& op : ops) {
-        if (op == "rmsnorm_bwd" || op == "layernorm_bwd" || op == "rmsnorm_bwd_add") {
+          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32);
+      for (const OpInfo* op_ptr : ops) {
+        const OpInfo& op = *op_ptr;
+        if (is_backward(op.stage)) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
           tune_backward(op, Problem{t, dname, hidden, bwd_rows}, dev, timer, reps, date);
           continue;
         }
-        NORMTUNE_CHECK(op == "rmsnorm" || op == "layernorm", "tune: op ", op,
-                       ": expected rmsnorm, layernorm, rmsnorm_bwd, layernorm_bwd or rmsnorm_bwd_add");
-        const bool ln = op == "layernorm";
-        auto call = [&](cudaStream_t s) {
+        const bool ln = op.norm == NormType::kLayerNorm;
+        const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
           if (ln) {
             nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hz, hmu, hrs, ws, 0, false, s);
           } else {
             nvte_rmsnorm_fwd(hx, hg, 1e-5f, hz, hrs, ws, 0, false, s);
           }
         };
+        const bench::Workspace ws(fwd, timer.stream());
+        auto call = [&](cudaStream_t s) { fwd(ws, s); };
         // Time every candidate, then verify from the fastest down: the first that matches the
         // fp64 reference is the one printed.
         std::vector<std::pair<double, FwdPlan>> timed;
-        for (const FwdPlan& plan : candidates(hidden, vec, dev.warp_size)) {
+        for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size)) {
           // With an override set, forward calls run the general kernel with that plan.
           set_forward_plan_override(&plan);
           call(timer.stream());
@@ -300,16 +255,9 @@ int run(const std::vector<std::string_view>& args) {
           best_us = us;
           break;
         }
-        NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op, " ", dname, " ", hidden);
+        NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op.name, " ", dname, " ", hidden);
         set_forward_plan_override(nullptr);
-        std::printf(
-            "NORMTUNE_TUNED(%s, Forward, %s, %s, %s, fp32, %d, (.vecs_per_thread = %d, "
-            ".threads_per_row = %d, .ctas_per_row = %d, .rows_per_cta = %d, .persistent = %s), "
-            "(.device = \"%s\", .date = \"%s\", .time_us = %.2f, .tool = \"normtune tune %s, %zux%d\"))\n",
-            ln ? "LayerNorm" : "RMSNorm", dname.c_str(), dname.c_str(), dname.c_str(), hidden,
-            best.vecs_per_thread, best.threads_per_row, best.ctas_per_row, best.rows_per_cta,
-            best.persistent ? "true" : "false", dev.name.c_str(), date, best_us, version(), rows, hidden);
-        std::fflush(stdout);
+        print_line(op, Problem{t, dname, hidden, rows}, best, best_us, dev, date);
       }
     }
   }

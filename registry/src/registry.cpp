@@ -44,6 +44,8 @@ uint64_t Registry::tuned_slot(const NormKey& key, ArchFamily arch) {
 
 void Registry::add_tuned(KernelEntry entry) {
   NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
+  NORMTUNE_CHECK(entry.key == entry.key.entry_key(), "entry '", entry.name, "' for ",
+                 to_string(entry.key), ": run-time flags (zero-centered gamma) are not part of an entry's key");
   NORMTUNE_CHECK(!entry.is_general(), "tuned entry '", entry.name, "' for ", to_string(entry.key),
                  ": a tuned entry needs a hidden size (use add_general for any hidden size)");
   NORMTUNE_CHECK(entry.arch != ArchFamily::kAny && entry.arch != ArchFamily::kUnknown,
@@ -60,6 +62,8 @@ void Registry::add_tuned(KernelEntry entry) {
 
 void Registry::add_general(KernelEntry entry) {
   NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
+  NORMTUNE_CHECK(entry.key == entry.key.entry_key(), "entry '", entry.name, "' for ",
+                 to_string(entry.key), ": run-time flags (zero-centered gamma) are not part of an entry's key");
   NORMTUNE_CHECK(entry.is_general(), "general entry '", entry.name, "' for ", to_string(entry.key),
                  ": expected hidden size 'any' (kAnyHiddenSize)");
   entry.arch = ArchFamily::kAny;
@@ -89,7 +93,7 @@ std::string Selection::fallback_reason(const NormKey& key, ArchFamily arch) cons
 
 Selection Registry::select(const NormKey& key, ArchFamily arch, const void* args) const {
   Selection sel;
-  if (auto it = tuned_.find(tuned_slot(key, arch)); it != tuned_.end()) {
+  if (auto it = tuned_.find(tuned_slot(key.entry_key(), arch)); it != tuned_.end()) {
     sel.tuned_candidate = &it->second;
     sel.tuned_rejection = it->second.can_implement ? it->second.can_implement(args) : nullptr;
     if (sel.tuned_rejection == nullptr) {

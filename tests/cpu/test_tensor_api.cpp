@@ -24,7 +24,7 @@
 #include <normtune/common/error.h>
 #include <normtune/transformer_engine.h>
 
-#include "normalization/src/tensor_impl.h"
+#include <normtune/internal/tensor.h>
 
 namespace {
 

@@ -12,12 +12,15 @@
  * dgamma/dbeta are reduced in two deterministic stages through the workspace (fp32 partial
  * rows, no atomics): the same inputs and multiprocessorCount give the same bits every run.
  *
- * Workspace (TransformerEngine's two-call protocol): call once with an empty workspace
- * tensor (shape with ndim 0); the call only sets its shape and dtype (bytes, kNVTEByte) and
- * returns. Allocate it (16-byte aligned), then call again with it: the work runs,
- * asynchronously on `stream`. A workspace of another size on the second call is an error.
- * Forward needs none (0 bytes); backward's size depends on the shapes, the dtypes, the
- * alignment of the data and multiprocessorCount, so query again when any of them changes.
+ * Workspace (TransformerEngine 2.18's two-call protocol): a call whose workspace tensor has
+ * no elements (numel() == 0: a freshly created tensor, or shape [0]) is the size query: it
+ * checks the arguments, picks the kernel, sets the workspace's shape to [bytes] (bytes >= 1,
+ * also for the forward calls, which need no scratch memory) and its dtype to byte, and
+ * returns without launching anything or writing any output. Allocate exactly that (16-byte
+ * aligned) and call again: the work runs, asynchronously on `stream`. A workspace of another
+ * shape or dtype on the second call is an error. The size depends on the shapes, the dtypes,
+ * the alignment of the data and multiprocessorCount (backward), so query again when any of
+ * them changes.
  *
  * multiprocessorCount bounds the persistent grid (pass the SM count, or fewer to leave SMs
  * to other work; 0 means all SMs of the device).

@@ -1,48 +1,222 @@
-// Tuning hooks: what the autotuner (`normtune tune`) varies. Not for production calls.
+// Plans: how a call lays rows over threads. One type per direction (FwdPlan, BwdPlan) is the
+// planner's answer, the autotuner's search space, a tuned table line's config and the
+// compile-time parameter of a tuned kernel, so the four cannot drift apart (QuACK's
+// rmsnorm_config pattern). Each plan's fields are listed once, in a field table
+// (kFwdPlanFields, kBwdPlanFields) that prints the `.def` config, the config string and the
+// kernel-name tags; compile-time proofs below show the table names every member exactly once.
+//
+// The overrides at the end are tuning hooks for `normtune tune` and tests, not for
+// production calls.
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <normtune/registry/norm_key.h>
+#include <normtune/registry/registry.h>
 
 namespace normtune {
 
-// How a forward call lays rows over threads (see normalization/src/kernels/norm_fwd.cuh).
-struct FwdPlan {
-  int vecs_per_thread = 1;  // N: vectors each thread holds in registers; 0 = streaming
-  int threads_per_row = 1;  // G: threads sharing a row
-  int ctas_per_row = 1;     // C: CTAs sharing a row (a thread-block cluster when > 1)
-  int rows_per_cta = 1;     // R: rows a CTA holds at once
-  bool persistent = true;   // grid bounded by the resident CTAs (walks row tiles), or one tile per CTA
+// Every kernel's launch bound: threads per CTA (128 registers per thread at most).
+inline constexpr int kMaxCtaThreads = 512;
+// CTAs that may share a row (a thread-block cluster; 8 is sm_90's portable size).
+inline constexpr int kMaxCtasPerRow = 8;
 
-  bool operator==(const FwdPlan&) const = default;
+// ---- forward ----------------------------------------------------------------------------
+enum class FwdLayout : uint8_t {
+  kRegisters = 0,  // each thread holds vecs_per_thread 16-byte vectors of its row: x read once
+  kStreaming = 1,  // rows too long for registers: read twice, the second time from L2
 };
 
+struct FwdPlan {
+  FwdLayout layout = FwdLayout::kRegisters;
+  int vecs_per_thread = 1;  // registers layout: 16-byte vectors each thread holds
+  int threads_per_row = 1;  // threads sharing a row (power of two below a warp, else whole warps)
+  int ctas_per_row = 1;     // CTAs sharing a row (a thread-block cluster when > 1)
+  int rows_per_cta = 1;     // rows a CTA holds at once
+  bool persistent = true;   // grid bounded by the resident CTAs (walks row tiles), or one tile per CTA
+
+  constexpr bool operator==(const FwdPlan&) const = default;
+};
+
+// ---- backward ---------------------------------------------------------------------------
+enum class BwdLayout : uint8_t {
+  kRegisters = 0,  // x and dz of a row held in registers, one persistent kernel
+  kColumns = 1,    // long rows: the row terms streamed, then column tiles over row ranges
+};
+
+struct BwdPlan {
+  BwdLayout layout = BwdLayout::kRegisters;
+  int vecs_per_thread = 1;  // registers layout: 16-byte vectors of x and of dz each thread holds
+  int threads_per_row = 1;  // registers layout: threads sharing a row
+  int rows_per_cta = 1;     // registers layout: rows a CTA holds at once
+
+  constexpr bool operator==(const BwdPlan&) const = default;
+};
+
+// ---- the field tables -------------------------------------------------------------------
+// One named field of a plan. Values travel as int (enums as their underlying value, bools as
+// 0/1); enum_name turns an enum value into its C++ spelling for the `.def` line and its short
+// name for the config string and the kernel name.
+template <typename Plan>
+struct PlanField {
+  const char* name;  // the `.def` designator and the config-string key: "vecs_per_thread"
+  const char* tag;   // the kernel-name tag: "n" gives "_n4"; a bool gives "_p" when true
+  int (*get)(const Plan&);
+  void (*set)(Plan&, int);
+  bool (*applies)(const Plan&);  // whether the field means anything in the plan's layout
+  const char* (*enum_name)(int value, bool cpp);  // nullptr: an int or a bool field
+  bool is_bool;
+};
+
+namespace detail {
+constexpr bool fwd_registers(const FwdPlan& p) { return p.layout == FwdLayout::kRegisters; }
+constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
+constexpr bool always(const FwdPlan&) { return true; }
+constexpr const char* fwd_layout_name(int v, bool cpp) {
+  return v == 0 ? (cpp ? "FwdLayout::kRegisters" : "registers") : (cpp ? "FwdLayout::kStreaming" : "streaming");
+}
+constexpr const char* bwd_layout_name(int v, bool cpp) {
+  return v == 0 ? (cpp ? "BwdLayout::kRegisters" : "registers") : (cpp ? "BwdLayout::kColumns" : "columns");
+}
+}  // namespace detail
+
+#define NORMTUNE_PLAN_INT(Plan, member, tag, applies)                                         \
+  PlanField<Plan> {                                                                            \
+    #member, tag, [](const Plan& p) { return static_cast<int>(p.member); },                    \
+        [](Plan& p, int v) { p.member = static_cast<decltype(p.member)>(v); }, applies, nullptr, \
+        false                                                                                  \
+  }
+
+inline constexpr PlanField<FwdPlan> kFwdPlanFields[] = {
+    {"layout", "", [](const FwdPlan& p) { return static_cast<int>(p.layout); },
+     [](FwdPlan& p, int v) { p.layout = static_cast<FwdLayout>(v); }, detail::always,
+     detail::fwd_layout_name, false},
+    NORMTUNE_PLAN_INT(FwdPlan, vecs_per_thread, "n", detail::fwd_registers),
+    NORMTUNE_PLAN_INT(FwdPlan, threads_per_row, "g", detail::always),
+    NORMTUNE_PLAN_INT(FwdPlan, ctas_per_row, "c", detail::always),
+    NORMTUNE_PLAN_INT(FwdPlan, rows_per_cta, "r", detail::always),
+    {"persistent", "p", [](const FwdPlan& p) { return static_cast<int>(p.persistent); },
+     [](FwdPlan& p, int v) { p.persistent = v != 0; }, detail::always, nullptr, true},
+};
+
+inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {
+    {"layout", "", [](const BwdPlan& p) { return static_cast<int>(p.layout); },
+     [](BwdPlan& p, int v) { p.layout = static_cast<BwdLayout>(v); },
+     [](const BwdPlan&) { return true; }, detail::bwd_layout_name, false},
+    NORMTUNE_PLAN_INT(BwdPlan, vecs_per_thread, "n", detail::bwd_registers),
+    NORMTUNE_PLAN_INT(BwdPlan, threads_per_row, "g", detail::bwd_registers),
+    NORMTUNE_PLAN_INT(BwdPlan, rows_per_cta, "r", detail::bwd_registers),
+};
+
+#undef NORMTUNE_PLAN_INT
+
+// The field table of a plan type.
+template <typename Plan>
+constexpr auto& plan_fields() {
+  if constexpr (std::is_same_v<Plan, FwdPlan>) {
+    return kFwdPlanFields;
+  } else {
+    return kBwdPlanFields;
+  }
+}
+
+// "(.layout = FwdLayout::kRegisters, .vecs_per_thread = 4, ...)": a tuned line's config;
+// fields that do not apply to the layout are left out (their defaults stand).
+std::string def_config(const FwdPlan& plan);
+std::string def_config(const BwdPlan& plan);
+// "layout=registers vecs_per_thread=4 threads_per_row=224 ...": for listings and messages.
+std::string config_string(const FwdPlan& plan);
+std::string config_string(const BwdPlan& plan);
+// "_n4_g224_c1_r1_p" ("_streaming_g512_c1_r1_p", "_columns"): a tuned kernel's name suffix.
+std::string name_tags(const FwdPlan& plan);
+std::string name_tags(const BwdPlan& plan);
+
+// The complete `.def` line for a tuned entry (what `normtune tune` prints):
+//   NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 1024, (<def_config>), (<provenance>))
+std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance);
+std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance);
+
+// ---- the planner ------------------------------------------------------------------------
+// Threads sharing a row of `nvec` vectors held `n` per thread: a power of two below the warp
+// size, else whole warps (may exceed kMaxCtaThreads: the caller checks).
+int threads_per_row_for(int nvec, int n, int warp_size);
+
+// The built-in heuristics. vector_elements: elements per vector access (1 when the data is not
+// vector-aligned). clusters: whether rows may be split over a thread-block cluster.
+FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters);
+BwdPlan plan_backward(int hidden_size, int vector_elements);
+
+// Whether a plan can run a row of `hidden_size` elements at that vector width.
+bool plan_fits(const FwdPlan& plan, int hidden_size, int vector_elements, bool clusters);
+bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
+
+// What `normtune tune` times for a hidden size (vector-aligned data): every layout the
+// general kernel can take, all of which fit.
+std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size);
+std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size);
+
+// ---- overrides (the autotuner) ----------------------------------------------------------
 // Until cleared with nullptr, this thread's forward calls run the general kernel (never a
 // tuned one) with `plan` as its layout when the plan fits the call (else the heuristic's).
 // Returns the previous override.
 const FwdPlan* set_forward_plan_override(const FwdPlan* plan);
-
 const FwdPlan* forward_plan_override();
-
 // The layout the general forward kernel would use (the heuristic, or the override).
 FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters);
 
-// How a backward call lays rows over threads (see normalization/src/kernels/norm_bwd.cuh).
-struct BwdPlan {
-  int vecs_per_thread = 1;  // N: vectors of x and dz each thread holds; 0 = long rows
-                            // (row terms streamed, then column tiles)
-  int threads_per_row = 1;  // G (register-resident rows only)
-  int rows_per_cta = 1;     // R (register-resident rows only)
-
-  bool operator==(const BwdPlan&) const = default;
-};
-
-// Until cleared with nullptr, this thread's backward calls run the general kernel with `plan`
-// as its layout when the plan fits the call (else the heuristic's). Returns the previous one.
+// The same for backward calls.
 const BwdPlan* set_backward_plan_override(const BwdPlan* plan);
-
 const BwdPlan* backward_plan_override();
-
-// The layout the general backward kernel uses for a row of `hidden_size` elements accessed
-// `vector_elements` at a time (1 when the data is not vector-aligned): the heuristic, or the
-// override.
 BwdPlan backward_plan(int hidden_size, int vector_elements);
+
+// ---- compile-time proofs ----------------------------------------------------------------
+namespace detail {
+
+// Members of an aggregate: the largest N for which T{any, ...(N times)} compiles.
+struct AnyField {
+  template <typename T>
+  constexpr operator T() const { return T{}; }
+};
+template <typename T, typename... A>
+constexpr int aggregate_members() {
+  if constexpr (requires { T{A{}..., AnyField{}}; }) {
+    return aggregate_members<T, A..., AnyField>();
+  } else {
+    return static_cast<int>(sizeof...(A));
+  }
+}
+
+// Each field's setter changes its own getter's value and no other field's: with as many
+// fields as members, the table names every member exactly once.
+template <typename Plan>
+constexpr bool fields_are_members() {
+  constexpr auto& fields = plan_fields<Plan>();
+  constexpr int n = static_cast<int>(sizeof(fields) / sizeof(fields[0]));
+  if (n != aggregate_members<Plan>()) return false;
+  for (int i = 0; i < n; ++i) {
+    Plan p{};
+    const int before = fields[i].get(p);
+    fields[i].set(p, before == 0 ? 1 : 0);
+    if (fields[i].get(p) == before) return false;
+    for (int j = 0; j < n; ++j) {
+      if (j != i && fields[j].get(p) != fields[j].get(Plan{})) return false;
+    }
+    for (int j = 0; j < i; ++j) {
+      if (std::string_view(fields[i].name) == fields[j].name) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+static_assert(detail::fields_are_members<FwdPlan>(),
+              "kFwdPlanFields does not name every FwdPlan member exactly once");
+static_assert(detail::fields_are_members<BwdPlan>(),
+              "kBwdPlanFields does not name every BwdPlan member exactly once");
 
 }  // namespace normtune

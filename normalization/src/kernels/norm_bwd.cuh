@@ -30,24 +30,31 @@
 
 #include <cstdint>
 
+#include <normtune/registry/norm_key.h>
+
 #include "kernels/reduce.cuh"
 #include "kernels/vec.cuh"
-#include "norm_bwd_args.h"
+#include "kernels/norm_bwd_args.h"
 
 namespace normtune {
 
 // What is computed: gamma's type (and dgamma's), the type of x, dz, dx (and add), the norm,
 // and whether a gradient is added to dx.
-template <typename W, typename I, bool kRms, bool kAdd>
+template <typename W, typename I, NormType kNorm_, Stage kStage_>
 struct BwdTraits {
+  static_assert(kStage_ == Stage::kBackward || kStage_ == Stage::kBackwardAdd, "a backward stage");
   using Weight = W;
   using Input = I;
-  static constexpr bool kRmsNorm = kRms;
-  static constexpr bool kAddGrad = kAdd;
-  static constexpr int kOutputs = kRms ? 1 : 2;  // dgamma (+ dbeta): also the row terms
+  using Output = I;  // dx
+  static constexpr NormType kNorm = kNorm_;
+  static constexpr Stage kStage = kStage_;
+  static constexpr bool kRmsNorm = kNorm_ == NormType::kRMSNorm;
+  static constexpr bool kAddGrad = kStage_ == Stage::kBackwardAdd;
+  static constexpr int kOutputs = kRmsNorm ? 1 : 2;  // dgamma (+ dbeta): also the row terms
 };
 
-// How the row is laid out; 0 means "decided at run time". kN == 0: long rows.
+// The compile-time part of a BwdPlan, as the kernels see it: 0 means "decided at run time";
+// kN == 0 is BwdLayout::kColumns (see make_bwd_shape in launch/norm_bwd_launch.cuh).
 template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0>
 struct BwdShape {
   static constexpr int kVec = kVec_;

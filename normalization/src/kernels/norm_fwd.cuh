@@ -23,23 +23,29 @@
 
 #include <cstdint>
 
+#include <normtune/registry/norm_key.h>
+
 #include "kernels/reduce.cuh"
-#include "norm_fwd_args.h"
+#include "kernels/norm_fwd_args.h"
 #include "kernels/vec.cuh"
 
 namespace normtune {
 
-// What is computed: element types and the fused variant.
-template <typename W, typename I, typename O, bool kRms, bool kAdd>
+// What is computed: element types, the norm and the stage (Forward or ForwardAdd).
+template <typename W, typename I, typename O, NormType kNorm_, Stage kStage_>
 struct FwdTraits {
+  static_assert(kStage_ == Stage::kForward || kStage_ == Stage::kForwardAdd, "a forward stage");
   using Weight = W;
   using Input = I;
   using Output = O;
-  static constexpr bool kRmsNorm = kRms;
-  static constexpr bool kResidualAdd = kAdd;
+  static constexpr NormType kNorm = kNorm_;
+  static constexpr Stage kStage = kStage_;
+  static constexpr bool kRmsNorm = kNorm_ == NormType::kRMSNorm;
+  static constexpr bool kResidualAdd = kStage_ == Stage::kForwardAdd;
 };
 
-// How the row is laid out over threads; 0 means "decided at run time".
+// The compile-time part of a FwdPlan, as the kernel sees it: 0 means "decided at run time";
+// kN == 0 is FwdLayout::kStreaming (see make_fwd_shape in launch/norm_fwd_launch.cuh).
 template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, int kC_ = 0>
 struct FwdShape {
   static constexpr int kVec = kVec_;        // elements per vector

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <normtune/common/platform.h>
+#include <normtune/tuning.h>  // kMaxCtaThreads: every kernel's launch bound
 
 namespace normtune {
 
 inline constexpr int kWarp = platform::kWarpSize;
-inline constexpr int kMaxCtaThreads = 512;
 inline constexpr int kMaxWarpsPerCta = kMaxCtaThreads / kWarp;
 
 template <int K>

@@ -46,6 +46,9 @@ enum KeyFlag : uint8_t {
   kFlagSwizzledScales = 1u << 1,     // block scales in the 128x4 layout GEMMs read
 };
 inline constexpr uint8_t kAllKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales;
+// Flags every kernel takes as a run-time argument: they are part of a call's key (its
+// messages, a backend's plan cache) but not of the registry entry that serves it.
+inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma;
 
 // hidden_size == kAnyHiddenSize marks a general entry (handles every hidden size).
 inline constexpr uint32_t kAnyHiddenSize = 0;
@@ -63,13 +66,47 @@ struct NormKey {
 
   constexpr bool operator==(const NormKey&) const = default;
 
-  // The same key with the hidden size wildcarded: the key of the general entry.
-  constexpr NormKey general() const {
+  // The key of the registry entry that serves this call: run-time flags cleared.
+  constexpr NormKey entry_key() const {
     NormKey k = *this;
+    k.flags = static_cast<uint8_t>(k.flags & ~kRunTimeKeyFlags);
+    return k;
+  }
+
+  // The entry key with the hidden size wildcarded: the key of the general entry.
+  constexpr NormKey general() const {
+    NormKey k = entry_key();
     k.hidden_size = kAnyHiddenSize;
     return k;
   }
 };
+
+constexpr bool is_backward(Stage s) { return s == Stage::kBackward || s == Stage::kBackwardAdd; }
+
+// The one place a key is assembled (the C API, the registration of every kernel, the tuner
+// and the tests call it), so the rules every key obeys are written once:
+//   - ctype is fp32: every kernel keeps statistics and arithmetic in fp32;
+//   - a backward key's otype is dx's type, which is x's (itype);
+//   - zero-centered gamma is a flag of the call (kFlagZeroCenteredGamma).
+// Breaking a rule raises normtune::Error (a compile error in a constant expression).
+constexpr NormKey make_key(NormType norm, Stage stage, DType wtype, DType itype, DType otype,
+                           uint32_t hidden_size, ScalingMode scaling = ScalingMode::kNone,
+                           bool zero_centered_gamma = false) {
+  if (is_backward(stage) && otype != itype) {
+    NORMTUNE_ERROR("NormKey: a backward key's otype (dx) must be its itype (x)");
+  }
+  NormKey k;
+  k.norm = norm;
+  k.stage = stage;
+  k.wtype = wtype;
+  k.itype = itype;
+  k.otype = otype;
+  k.ctype = DType::kFloat32;
+  k.hidden_size = hidden_size;
+  k.scaling = scaling;
+  k.flags = zero_centered_gamma ? kFlagZeroCenteredGamma : 0;
+  return k;
+}
 
 // ---- the layout -------------------------------------------------------------------------
 enum class KeyField : uint8_t { kNorm, kStage, kWType, kIType, kOType, kCType, kHidden, kScaling, kFlags };

@@ -76,7 +76,8 @@ class Registry {
   // A general entry: hidden size wildcarded; serves every architecture family.
   void add_general(KernelEntry entry);
 
-  // Which entry a call would run, without side effects.
+  // Which entry a call would run, without side effects. `key` is the call's key: the entries
+  // are looked up by key.entry_key() (run-time flags cleared) and key.general().
   Selection select(const NormKey& key, ArchFamily arch, const void* args) const;
 
   // The entry to run: the tuned one when it matches and can run the call, else the general

@@ -15,7 +15,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_bwd.cuh"
-#include "launch_util.cuh"
+#include "launch/launch_util.cuh"
 
 namespace normtune {
 
@@ -129,60 +129,64 @@ auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
   constexpr int kVec = 16 / sizeof(I);
   const bool aligned = bwd_vector_aligned<Traits, kVec>(args.params);
   const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1);
+  const bool columns = plan.layout == BwdLayout::kColumns;
   if (aligned) {
+    if (columns) return fn.template operator()<BwdShape<kVec, 0>>(plan);
     switch (plan.vecs_per_thread) {
       case 1: return fn.template operator()<BwdShape<kVec, 1>>(plan);
       case 2: return fn.template operator()<BwdShape<kVec, 2>>(plan);
       case 4: return fn.template operator()<BwdShape<kVec, 4>>(plan);
-      case 0: return fn.template operator()<BwdShape<kVec, 0>>(plan);
     }
   } else {
-    switch (plan.vecs_per_thread) {
-      case 8: return fn.template operator()<BwdShape<1, 8>>(plan);
-      case 0: return fn.template operator()<BwdShape<1, 0>>(plan);
-    }
+    if (columns) return fn.template operator()<BwdShape<1, 0>>(plan);
+    if (plan.vecs_per_thread == 8) return fn.template operator()<BwdShape<1, 8>>(plan);
   }
-  NORMTUNE_ERROR("internal: no backward kernel variant for plan vecs_per_thread=",
-                 plan.vecs_per_thread, " aligned=", aligned);
+  NORMTUNE_ERROR("internal: no backward kernel variant for plan ", config_string(plan), " aligned=", aligned);
 }
 
+// The general entry of one (types, variant): any hidden size, any alignment.
 template <typename Traits>
-void run_bwd_general(const void* opaque, cudaStream_t stream) {
-  const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
-  with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
-    launch_bwd<Traits, Shape>(args, plan, stream);
-  });
-}
+struct GeneralBwd {
+  static constexpr const char* kConfig =
+      "layout planned per call: row in registers (vector or scalar), or column tiles";
 
-template <typename Traits>
-size_t bwd_general_workspace(const void* opaque) {
-  const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
-  return with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
-    return bwd_geometry<Traits, Shape>(args, plan).workspace_bytes;
-  });
-}
+  static void run(const void* opaque, cudaStream_t stream) {
+    const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+    with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
+      launch_bwd<Traits, Shape>(args, plan, stream);
+    });
+  }
+  static size_t workspace(const void* opaque) {
+    const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+    return with_general_bwd_shape<Traits>(args, [&]<typename Shape>(const BwdPlan& plan) {
+      return bwd_geometry<Traits, Shape>(args, plan).workspace_bytes;
+    });
+  }
+};
 
-// A tuned entry: hidden size and layout fixed at compile time; needs vector-aligned data.
-// kN == 0: the long-row kernels at a compile-time hidden size.
-template <typename Traits, int kHidden, int kN, int kG, int kR>
+// A tuned entry: hidden size and plan fixed at compile time (a table line); needs
+// vector-aligned data.
+template <typename Traits, int kHidden, BwdPlan kPlan>
 struct TunedBwd {
   using I = typename Traits::Input;
   static constexpr int kVec = 16 / sizeof(I);
-  using Shape = BwdShape<kVec, kN, kHidden, (kN > 0 ? kG : 0)>;
+  static constexpr bool kRegisters = kPlan.layout == BwdLayout::kRegisters;
+  using Shape = BwdShape<kVec, kRegisters ? kPlan.vecs_per_thread : 0, kHidden, kRegisters ? kPlan.threads_per_row : 0>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
-  static_assert(kN == 0 || kN * kG * kVec >= kHidden, "the tuned layout does not cover the row");
-  static_assert(kN == 0 || (kG * kR <= kMaxCtaThreads && kR >= 1), "at most 512 threads per CTA");
+  static_assert(!kRegisters || kPlan.vecs_per_thread * kPlan.threads_per_row * kVec >= kHidden,
+                "the tuned layout does not cover the row");
+  static_assert(!kRegisters || (kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.rows_per_cta >= 1),
+                "at most kMaxCtaThreads threads per CTA");
 
-  static constexpr BwdPlan plan() { return {kN, kG, kR}; }
   static const char* can_implement(const void* opaque) {
     const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
     return bwd_vector_aligned<Traits, kVec>(args.params) ? nullptr : "data is not 16-byte aligned";
   }
   static void run(const void* opaque, cudaStream_t stream) {
-    launch_bwd<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), plan(), stream);
+    launch_bwd<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), kPlan, stream);
   }
   static size_t workspace(const void* opaque) {
-    return bwd_geometry<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), plan()).workspace_bytes;
+    return bwd_geometry<Traits, Shape>(*static_cast<const BwdArgs*>(opaque), kPlan).workspace_bytes;
   }
 };
 

@@ -12,7 +12,7 @@
 // (even if its slot was reused since: the tag moved on) or a second concurrent destroy is
 // detected instead of touching another tensor. The table is never destroyed, so handles
 // destroyed from static destructors of other libraries stay safe.
-#include "tensor_impl.h"
+#include <normtune/internal/tensor.h>
 
 #include <algorithm>
 #include <atomic>

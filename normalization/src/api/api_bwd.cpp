@@ -1,0 +1,106 @@
+// nvte_rmsnorm_bwd, nvte_rmsnorm_bwd_add, nvte_layernorm_bwd: check the arguments against the
+// entry point's table, build the key, select the kernel, answer the workspace query, check
+// the data, run.
+#include <array>
+#include <limits>
+
+#include <normtune/common/device_info.h>
+#include <normtune/tuning.h>
+
+#include "api/api_common.h"
+#include "kernels/norm_bwd_args.h"
+
+namespace normtune {
+
+namespace {
+
+// Where the backward entry points keep their handles.
+enum BwdSlot : int { kDz, kX, kAdd, kMu, kRsigma, kGamma, kDx, kDgamma, kDbeta, kNumBwdSlots };
+static_assert(kNumBwdSlots <= kMaxCallSlots);
+
+constexpr ArgSpec kDz_{"dz", kDz, Role::kIn, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput};
+constexpr ArgSpec kX_{"x", kX, Role::kIn, ShapeRule::kRowsHidden, DTypeRule::kInputType};
+constexpr ArgSpec kRsigma_{"rsigma", kRsigma, Role::kIn, ShapeRule::kRows, DTypeRule::kFp32};
+constexpr ArgSpec kGamma_{"gamma", kGamma, Role::kIn, ShapeRule::kHidden, DTypeRule::kWeightType};
+// dx may be dz itself (in place: every element is read before it is written, by the thread
+// that writes it), or, with an added gradient, add itself.
+constexpr ArgSpec kDx_{"dx", kDx, Role::kOut, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput, in_place_of(kDz)};
+constexpr ArgSpec kDgamma_{"dgamma", kDgamma, Role::kOut, ShapeRule::kHidden, DTypeRule::kSameAsWeight};
+
+constexpr ArgSpec kRmsArgs[] = {kDz_, kX_, kRsigma_, kGamma_, kDx_, kDgamma_};
+constexpr ArgSpec kRmsAddArgs[] = {
+    kDz_, kX_, {"add", kAdd, Role::kIn, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput}, kRsigma_, kGamma_,
+    {"dx", kDx, Role::kOut, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput, in_place_of(kDz, kAdd)}, kDgamma_};
+constexpr ArgSpec kLayerArgs[] = {
+    kDz_, kX_, {"mu", kMu, Role::kIn, ShapeRule::kRows, DTypeRule::kFp32}, kRsigma_, kGamma_, kDx_, kDgamma_,
+    {"dbeta", kDbeta, Role::kOut, ShapeRule::kHidden, DTypeRule::kSameAsWeight}};
+
+constexpr CallSpec kRmsBwd{"nvte_rmsnorm_bwd", NormType::kRMSNorm, Stage::kBackward, kRmsArgs};
+constexpr CallSpec kRmsAddBwd{"nvte_rmsnorm_bwd_add", NormType::kRMSNorm, Stage::kBackwardAdd, kRmsAddArgs};
+constexpr CallSpec kLayerBwd{"nvte_layernorm_bwd", NormType::kLayerNorm, Stage::kBackward, kLayerArgs};
+static_assert(spec_is_valid(kRmsBwd) && spec_is_valid(kRmsAddBwd) && spec_is_valid(kLayerBwd));
+
+void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& handles,
+              NVTETensor workspace, int multiprocessorCount, bool zero_centered_gamma, cudaStream_t stream) {
+  const CheckedCall call = check_call(spec, handles, multiprocessorCount);
+  NORMTUNE_CHECK_ARG(call.rows <= static_cast<size_t>(std::numeric_limits<int>::max()), "x",
+                     "at most 2^31 - 1 rows", call.rows);
+  const NormKey key = key_of_call(spec, call, zero_centered_gamma);
+  if (!is_size_query(workspace)) check_call_data(spec, call, workspace);
+
+  BwdArgs args;
+  BwdParams& p = args.params;
+  auto data = [&](int slot) { return call.find(slot) != nullptr ? call.find(slot)->dptr : nullptr; };
+  p.dz = data(kDz);
+  p.x = data(kX);
+  p.add = data(kAdd);
+  p.mu = static_cast<const float*>(data(kMu));
+  p.rsigma = static_cast<const float*>(data(kRsigma));
+  p.gamma = data(kGamma);
+  p.dx = data(kDx);
+  p.dgamma = data(kDgamma);
+  p.dbeta = data(kDbeta);
+  p.rows = static_cast<int64_t>(call.rows);
+  p.hidden = static_cast<int>(call.hidden);
+  p.zero_centered_gamma = zero_centered_gamma;
+  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : device_info(current_device()).sm_count;
+
+  // With a plan override (the autotuner), the general kernel runs with that layout.
+  const KernelEntry& entry = select_kernel(key, &args, backward_plan_override() != nullptr);
+  const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
+  if (workspace_protocol(workspace, bytes)) return;
+  args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
+  run_kernel(entry, &args, stream);
+}
+
+}  // namespace
+}  // namespace normtune
+
+extern "C" {
+
+void nvte_rmsnorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETensor rsigma,
+                      const NVTETensor gamma, NVTETensor dx, NVTETensor dgamma,
+                      NVTETensor workspace, const int multiprocessorCount,
+                      const bool zero_centered_gamma, cudaStream_t stream) {
+  normtune::norm_bwd(normtune::kRmsBwd, {dz, x, nullptr, nullptr, rsigma, gamma, dx, dgamma, nullptr},
+                     workspace, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+void nvte_rmsnorm_bwd_add(const NVTETensor dz, const NVTETensor x, const NVTETensor add,
+                          const NVTETensor rsigma, const NVTETensor gamma, NVTETensor dx,
+                          NVTETensor dgamma, NVTETensor workspace, const int multiprocessorCount,
+                          const bool zero_centered_gamma, cudaStream_t stream) {
+  normtune::norm_bwd(normtune::kRmsAddBwd, {dz, x, add, nullptr, rsigma, gamma, dx, dgamma, nullptr},
+                     workspace, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+void nvte_layernorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETensor mu,
+                        const NVTETensor rsigma, const NVTETensor gamma, NVTETensor dx,
+                        NVTETensor dgamma, NVTETensor dbeta, NVTETensor workspace,
+                        const int multiprocessorCount, const bool zero_centered_gamma,
+                        cudaStream_t stream) {
+  normtune::norm_bwd(normtune::kLayerBwd, {dz, x, nullptr, mu, rsigma, gamma, dx, dgamma, dbeta},
+                     workspace, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,240 @@
+#include "api/api_common.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <normtune/common/device_info.h>
+#include <normtune/normtune.h>
+
+#include "register/type_lists.h"
+
+namespace normtune {
+
+namespace {
+
+thread_local const KernelEntry* t_last_kernel = nullptr;
+
+const char* shape_text(const ArgSpec& a) {
+  switch (a.shape) {
+    case ShapeRule::kRowsHidden: return a.dtype == DTypeRule::kInputType ? "[rows, hidden]" : "x's";
+    case ShapeRule::kHidden: return "[hidden]";
+    case ShapeRule::kRows: return "[rows]";
+  }
+  return "?";
+}
+
+Shape expected_shape(ShapeRule rule, size_t rows, size_t hidden) {
+  switch (rule) {
+    case ShapeRule::kRowsHidden: return Shape{rows, hidden};
+    case ShapeRule::kHidden: return Shape{hidden};
+    case ShapeRule::kRows: return Shape{rows};
+  }
+  return Shape{};
+}
+
+// "fp32, fp16 or bf16"; the dtype equal to `mark` (x's) is followed by " (x's)".
+std::string dtype_choices(const std::vector<DType>& dtypes, DType mark, bool mark_x) {
+  std::string out = "dtype ";
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    if (i > 0) out += i + 1 == dtypes.size() ? " or " : ", ";
+    out += dtype_name(dtypes[i]);
+    if (mark_x && dtypes[i] == mark) out += " (x's)";
+  }
+  return out;
+}
+
+void add_unique(std::vector<DType>& v, DType t) {
+  for (DType u : v) {
+    if (u == t) return;
+  }
+  v.push_back(t);
+}
+
+// The dtypes the op's type list allows for an argument of rule `rule`, given x's and gamma's.
+std::vector<DType> allowed_dtypes(Stage stage, DTypeRule rule, DType x, DType gamma) {
+  std::vector<DType> out;
+  for (const TypeCombo& c : supported_type_list(stage)) {
+    switch (rule) {
+      case DTypeRule::kInputType: add_unique(out, c.itype); break;
+      case DTypeRule::kWeightType:
+        if (c.itype == x) add_unique(out, c.wtype);
+        break;
+      case DTypeRule::kOutputType:
+        if (c.itype == x && c.wtype == gamma) add_unique(out, c.otype);
+        break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, DType x, DType gamma) {
+  DType expected = DType::kFloat32;
+  switch (a.dtype) {
+    case DTypeRule::kInputType:
+    case DTypeRule::kWeightType:
+    case DTypeRule::kOutputType: {
+      const std::vector<DType> allowed = allowed_dtypes(spec.stage, a.dtype, x, gamma);
+      for (DType d : allowed) {
+        if (d == t.dtype) return;
+      }
+      const bool quantized = is_fp8(t.dtype) || is_fp4(t.dtype);
+      NORMTUNE_CHECK_ARG(false, a.name, dtype_choices(allowed, x, a.dtype != DTypeRule::kInputType),
+                         detail::concat(dtype_name(t.dtype),
+                                        a.dtype == DTypeRule::kOutputType && quantized
+                                            ? " (quantized outputs are not supported yet)"
+                                            : ""));
+      return;
+    }
+    case DTypeRule::kSameAsInput: expected = x; break;
+    case DTypeRule::kSameAsWeight: expected = gamma; break;
+    case DTypeRule::kFp32: expected = DType::kFloat32; break;
+  }
+  NORMTUNE_CHECK_ARG(t.dtype == expected, a.name, detail::concat("dtype ", dtype_name(expected)),
+                     dtype_name(t.dtype));
+}
+
+const ArgSpec& arg_with_rule(const CallSpec& spec, DTypeRule rule) {
+  for (const ArgSpec& a : spec.args) {
+    if (a.dtype == rule) return a;
+  }
+  NORMTUNE_ERROR("internal: ", spec.function, "'s argument table has no argument of dtype rule ",
+                 static_cast<int>(rule));
+}
+
+void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicTensor& other,
+                       const char* other_arg) {
+  const auto a = reinterpret_cast<uintptr_t>(out.dptr);
+  const auto b = reinterpret_cast<uintptr_t>(other.dptr);
+  const size_t na = out.size_bytes(), nb = other.size_bytes();
+  const bool overlap = a != 0 && b != 0 && na != 0 && nb != 0 && a < b + nb && b < a + na;
+  NORMTUNE_CHECK_ARG(!overlap, out_arg, detail::concat("memory separate from '", other_arg, "'"),
+                     "overlapping buffers");
+}
+
+}  // namespace
+
+KernelChoice last_kernel() {
+  if (t_last_kernel == nullptr) return {};
+  return {t_last_kernel->name, !t_last_kernel->is_general()};
+}
+
+CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles,
+                       int multiprocessorCount) {
+  CheckedCall call;
+  // x first: every other shape is relative to its [rows, hidden].
+  const ArgSpec& x_spec = arg_with_rule(spec, DTypeRule::kInputType);
+  const Tensor& x = const_tensor_from_handle(handles[x_spec.slot], x_spec.name);
+  NORMTUNE_CHECK_ARG(x.data.ndim() == 2, x_spec.name, "a 2-D tensor [rows, hidden] (flatten leading dims)",
+                     detail::concat("shape ", x.data.shape.str()));
+  call.rows = x.data.shape[0];
+  call.hidden = x.data.shape[1];
+  NORMTUNE_CHECK_ARG(call.hidden >= 1 && call.hidden <= kMaxHiddenSize, x_spec.name,
+                     detail::concat("a hidden size (last dim) in [1, ", kMaxHiddenSize, "]"), call.hidden);
+  NORMTUNE_CHECK_ARG(call.rows <= static_cast<size_t>(std::numeric_limits<int64_t>::max() / call.hidden),
+                     x_spec.name, "fewer rows", call.rows);
+  NORMTUNE_CHECK_ARG(multiprocessorCount >= 0, "multiprocessorCount", "a count >= 0 (0: all SMs)",
+                     multiprocessorCount);
+
+  // Handles, scaling modes and shapes of every argument, in table order.
+  for (const ArgSpec& a : spec.args) {
+    const Tensor& t = const_tensor_from_handle(handles[a.slot], a.name);
+    NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING, a.name,
+                       "an unquantized tensor (NVTE_DELAYED_TENSOR_SCALING)",
+                       scaling_mode_name(static_cast<int>(t.scaling_mode)));
+    const Shape want = expected_shape(a.shape, call.rows, call.hidden);
+    NORMTUNE_CHECK_ARG(t.data.shape == want, a.name, detail::concat("shape ", shape_text(a), " = ", want.str()),
+                       detail::concat("shape ", t.data.shape.str()));
+    call.by_slot[a.slot] = &t;
+  }
+  // Dtypes: x's against the type list first, then gamma's given x's, then the rest.
+  const DType x_dtype = x.data.dtype;
+  check_dtype(spec, x_spec, x.data, x_dtype, x_dtype);
+  const ArgSpec& g_spec = arg_with_rule(spec, DTypeRule::kWeightType);
+  const DType g_dtype = call[g_spec.slot].dtype;
+  check_dtype(spec, g_spec, call[g_spec.slot], x_dtype, g_dtype);
+  for (const ArgSpec& a : spec.args) {
+    if (&a != &x_spec && &a != &g_spec) check_dtype(spec, a, call[a.slot], x_dtype, g_dtype);
+  }
+  return call;
+}
+
+NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_centered_gamma) {
+  const DType x = call[arg_with_rule(spec, DTypeRule::kInputType).slot].dtype;
+  const DType w = call[arg_with_rule(spec, DTypeRule::kWeightType).slot].dtype;
+  DType o = x;
+  ScalingMode scaling = ScalingMode::kNone;
+  if (!is_backward(spec.stage)) {
+    const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
+    o = z.data.dtype;
+    scaling = static_cast<ScalingMode>(z.scaling_mode);  // check_call admits only unquantized z
+  }
+  return make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
+                  zero_centered_gamma);
+}
+
+const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {
+  return general_only ? kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args)
+                      : kernel_registry().get_kernel(key, current_arch_family(), args);
+}
+
+bool is_size_query(NVTETensor workspace) {
+  return const_tensor_from_handle(workspace, "workspace").data.numel() == 0;
+}
+
+bool workspace_protocol(NVTETensor workspace, size_t bytes_needed) {
+  Tensor& ws = tensor_from_handle(workspace, "workspace");
+  // Every size handed out is at least one byte, so that an exactly allocated workspace is
+  // never mistaken for a query.
+  const Shape needed{bytes_needed > 0 ? bytes_needed : 1};
+  if (ws.data.numel() == 0) {
+    ws.data.shape = needed;
+    ws.data.dtype = DType::kByte;
+    return true;
+  }
+  NORMTUNE_CHECK_ARG(ws.data.shape == needed && ws.data.dtype == DType::kByte, "workspace",
+                     detail::concat("the shape ", needed.str(), " and dtype byte given by the size query"),
+                     detail::concat("shape ", ws.data.shape.str(), " dtype ", dtype_name(ws.data.dtype)));
+  NORMTUNE_CHECK_ARG(ws.data.dptr != nullptr, "workspace",
+                     detail::concat("a device pointer to ", needed.str(), " bytes"), "NULL");
+  NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(ws.data.dptr) % 16 == 0, "workspace",
+                     "a pointer aligned to 16 bytes", ws.data.dptr);
+  return false;
+}
+
+void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor workspace_handle) {
+  const BasicTensor* workspace = &const_tensor_from_handle(workspace_handle, "workspace").data;
+  for (const ArgSpec& a : spec.args) {
+    const BasicTensor& t = call[a.slot];
+    NORMTUNE_CHECK_ARG(t.dptr != nullptr || t.numel() == 0, a.name,
+                       detail::concat("a device pointer to ", t.numel(), " elements"), "NULL");
+    const size_t align = dtype_storage_bytes(t.dtype, 1);
+    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(t.dptr) % align == 0, a.name,
+                       detail::concat("a pointer aligned to its ", align, "-byte elements"), t.dptr);
+  }
+  // Every output against every input and every other output (each pair once), and against
+  // the workspace; an output may be exactly the input its row names (in place), but not a
+  // shifted view of it.
+  const auto args = spec.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgSpec& out = args[i];
+    if (out.role != Role::kOut) continue;
+    const BasicTensor& o = call[out.slot];
+    for (size_t j = 0; j < args.size(); ++j) {
+      const ArgSpec& other = args[j];
+      if (j == i || (other.role == Role::kOut && j < i)) continue;
+      const BasicTensor& t = call[other.slot];
+      if ((out.may_alias >> other.slot & 1) != 0 && o.dptr == t.dptr) continue;
+      expect_no_overlap(o, out.name, t, other.name);
+    }
+    if (workspace != nullptr) expect_no_overlap(o, out.name, *workspace, "workspace");
+  }
+}
+
+void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream) {
+  t_last_kernel = &entry;
+  entry.run(args, stream);
+}
+
+}  // namespace normtune

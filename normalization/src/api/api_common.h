@@ -1,0 +1,70 @@
+// What every nvte_* normalization entry point does, in order:
+//   1. check_call: each argument of its CallSpec (tensor_spec.h): handle, unquantized
+//      buffer, shape, dtype (from the op's type list), multiprocessorCount;
+//   2. key_of_call: the call's NormKey (make_key);
+//   3. unless it is the size query, check_call_data: pointers present and aligned, no output
+//      overlapping another argument or the workspace (except the spec's in-place aliases);
+//   4. select_kernel, before the workspace is sized;
+//   5. workspace_protocol: TransformerEngine's two-call protocol with the entry's size;
+//   6. run_kernel.
+// Every message names the argument, what was expected and what was given.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include <normtune/common/error.h>
+#include <normtune/internal/tensor.h>
+#include <normtune/normalization.h>
+#include <normtune/registry/registry.h>
+
+#include "api/tensor_spec.h"
+
+namespace normtune {
+
+// The checked arguments of a call, by the entry point's slots.
+struct CheckedCall {
+  size_t rows = 0, hidden = 0;
+  std::array<const Tensor*, kMaxCallSlots> by_slot{};  // nullptr: not an argument of the call
+
+  // The argument's buffer, or nullptr when the call has no such argument.
+  const BasicTensor* find(int slot) const {
+    return by_slot[slot] != nullptr ? &by_slot[slot]->data : nullptr;
+  }
+  const BasicTensor& operator[](int slot) const { return *find(slot); }
+};
+
+// Step 1. `handles` holds every slot of the entry point (absent arguments: anything). x's
+// [rows, hidden] is checked first, then every argument in table order: handle, unquantized,
+// shape, then dtype. Raises normtune::Error naming the first bad argument.
+CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles,
+                       int multiprocessorCount);
+
+// Step 2: make_key from the checked dtypes (gamma's, x's, z's), hidden size, z's scaling mode
+// and zero-centered gamma.
+NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_centered_gamma);
+
+// Step 4: the entry for `key` on the current device (tuned, else general; reports a fallback
+// once). general_only: skip tuned entries (the autotuner times the general kernel's layouts).
+const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only = false);
+
+// Whether this call is TransformerEngine's workspace size query: a workspace with
+// numel() == 0 (a default tensor, or shape [0]). A query needs no data; any other call has
+// its data checked (check_call_data) before the kernel is selected.
+bool is_size_query(NVTETensor workspace);
+
+// Step 3: pointers present and aligned to their elements, no output overlapping another
+// argument or the workspace's buffer (except the spec's in-place aliases). Not for a query.
+void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor workspace);
+
+// Step 5, TransformerEngine's two-call workspace protocol. For the size query, sets the
+// workspace's shape to [max(bytes_needed, 1)] and its dtype to byte and returns true (the
+// caller returns: no launch, nothing written). Any other workspace must have exactly that
+// shape and dtype, memory and a 16-byte aligned pointer; returns false.
+bool workspace_protocol(NVTETensor workspace, size_t bytes_needed);
+
+// Step 6: runs `entry` and records it for last_kernel().
+void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream);
+
+}  // namespace normtune

@@ -1,0 +1,107 @@
+// nvte_rmsnorm_fwd, nvte_layernorm_fwd, normtune_rmsnorm_add_fwd: check the arguments against
+// the entry point's table, build the key, select the kernel, answer the workspace query,
+// check the data, run.
+#include <array>
+#include <cmath>
+
+#include <normtune/common/device_info.h>
+#include <normtune/tuning.h>
+
+#include "api/api_common.h"
+#include "kernels/norm_fwd_args.h"
+
+namespace normtune {
+
+namespace {
+
+// Where the forward entry points keep their handles.
+enum FwdSlot : int { kX, kResidual, kGamma, kBeta, kZ, kResidualOut, kMu, kRsigma, kNumFwdSlots };
+static_assert(kNumFwdSlots <= kMaxCallSlots);
+
+constexpr ArgSpec kX_{"x", kX, Role::kIn, ShapeRule::kRowsHidden, DTypeRule::kInputType};
+constexpr ArgSpec kGamma_{"gamma", kGamma, Role::kIn, ShapeRule::kHidden, DTypeRule::kWeightType};
+constexpr ArgSpec kZ_{"z", kZ, Role::kOut, ShapeRule::kRowsHidden, DTypeRule::kOutputType};
+constexpr ArgSpec kRsigma_{"rsigma", kRsigma, Role::kOut, ShapeRule::kRows, DTypeRule::kFp32};
+
+constexpr ArgSpec kRmsArgs[] = {kX_, kGamma_, kZ_, kRsigma_};
+constexpr ArgSpec kLayerArgs[] = {
+    kX_, kGamma_, {"beta", kBeta, Role::kIn, ShapeRule::kHidden, DTypeRule::kSameAsWeight},
+    kZ_, {"mu", kMu, Role::kOut, ShapeRule::kRows, DTypeRule::kFp32}, kRsigma_};
+// residual_out may be residual itself (in place).
+constexpr ArgSpec kRmsAddArgs[] = {
+    kX_, {"residual", kResidual, Role::kIn, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput}, kGamma_, kZ_,
+    {"residual_out", kResidualOut, Role::kOut, ShapeRule::kRowsHidden, DTypeRule::kSameAsInput, in_place_of(kResidual)},
+    kRsigma_};
+
+constexpr CallSpec kRmsFwd{"nvte_rmsnorm_fwd", NormType::kRMSNorm, Stage::kForward, kRmsArgs};
+constexpr CallSpec kLayerFwd{"nvte_layernorm_fwd", NormType::kLayerNorm, Stage::kForward, kLayerArgs};
+constexpr CallSpec kRmsAddFwd{"normtune_rmsnorm_add_fwd", NormType::kRMSNorm, Stage::kForwardAdd, kRmsAddArgs};
+static_assert(spec_is_valid(kRmsFwd) && spec_is_valid(kLayerFwd) && spec_is_valid(kRmsAddFwd));
+
+void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& handles,
+              NVTETensor workspace, float epsilon, int multiprocessorCount, bool zero_centered_gamma,
+              cudaStream_t stream) {
+  const CheckedCall call = check_call(spec, handles, multiprocessorCount);
+  NORMTUNE_CHECK_ARG(epsilon >= 0.f && std::isfinite(epsilon), "epsilon", "a finite value >= 0", epsilon);
+  const NormKey key = key_of_call(spec, call, zero_centered_gamma);
+  if (!is_size_query(workspace)) check_call_data(spec, call, workspace);
+
+  const DeviceInfo& dev = device_info(current_device());
+  FwdArgs args;
+  FwdParams& p = args.params;
+  auto data = [&](int slot) { return call.find(slot) != nullptr ? call.find(slot)->dptr : nullptr; };
+  p.x = data(kX);
+  p.residual = data(kResidual);
+  p.gamma = data(kGamma);
+  p.beta = data(kBeta);
+  p.z = data(kZ);
+  p.residual_out = data(kResidualOut);
+  p.mu = static_cast<float*>(data(kMu));
+  p.rsigma = static_cast<float*>(data(kRsigma));
+  p.rows = static_cast<int64_t>(call.rows);
+  p.hidden = static_cast<int>(call.hidden);
+  p.epsilon = epsilon;
+  p.zero_centered_gamma = zero_centered_gamma;
+  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : dev.sm_count;
+  args.clusters = dev.supports_clusters;
+
+  // The kernel is chosen before the workspace query is answered, so that the size is the
+  // chosen kernel's. With a plan override (the autotuner) the general kernel runs.
+  const KernelEntry& entry = select_kernel(key, &args, forward_plan_override() != nullptr);
+  const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
+  if (workspace_protocol(workspace, bytes)) return;
+  if (call.rows == 0) return;
+  run_kernel(entry, &args, stream);
+}
+
+}  // namespace
+}  // namespace normtune
+
+extern "C" {
+
+void nvte_layernorm_fwd(const NVTETensor x, const NVTETensor gamma, const NVTETensor beta,
+                        const float epsilon, NVTETensor z, NVTETensor mu, NVTETensor rsigma,
+                        NVTETensor workspace, const int multiprocessorCount,
+                        const bool zero_centered_gamma, cudaStream_t stream) {
+  normtune::norm_fwd(normtune::kLayerFwd, {x, nullptr, gamma, beta, z, nullptr, mu, rsigma}, workspace,
+                     epsilon, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+void nvte_rmsnorm_fwd(const NVTETensor x, const NVTETensor gamma, const float epsilon,
+                      NVTETensor z, NVTETensor rsigma, NVTETensor workspace,
+                      const int multiprocessorCount, const bool zero_centered_gamma,
+                      cudaStream_t stream) {
+  normtune::norm_fwd(normtune::kRmsFwd, {x, nullptr, gamma, nullptr, z, nullptr, nullptr, rsigma}, workspace,
+                     epsilon, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+void normtune_rmsnorm_add_fwd(const NVTETensor x, const NVTETensor residual,
+                              const NVTETensor gamma, const float epsilon, NVTETensor z,
+                              NVTETensor residual_out, NVTETensor rsigma, NVTETensor workspace,
+                              const int multiprocessorCount, const bool zero_centered_gamma,
+                              cudaStream_t stream) {
+  normtune::norm_fwd(normtune::kRmsAddFwd, {x, residual, gamma, nullptr, z, residual_out, nullptr, rsigma},
+                     workspace, epsilon, multiprocessorCount, zero_centered_gamma, stream);
+}
+
+}  // extern "C"

@@ -1,5 +1,0 @@
-#include "bwd_tuned_sm90.cuh"
-
-namespace normtune {
-template void register_tuned_bwd_sm90<1>(Registry& registry);
-}  // namespace normtune

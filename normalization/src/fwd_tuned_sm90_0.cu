@@ -1,5 +1,0 @@
-#include "fwd_tuned_sm90.cuh"
-
-namespace normtune {
-template void register_tuned_fwd_sm90<0>(Registry& registry);
-}  // namespace normtune

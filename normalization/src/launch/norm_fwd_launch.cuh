@@ -1,0 +1,105 @@
+// Launchers for the forward kernels: the general entry (plans the layout at run time) and the
+// tuned entries (layout fixed at compile time from a table line).
+#pragma once
+
+#include <algorithm>
+
+#include <normtune/common/error.h>
+
+#include <normtune/tuning.h>
+
+#include "kernels/norm_fwd.cuh"
+#include "launch/launch_util.cuh"
+
+namespace normtune {
+
+template <typename Traits, int kVec>
+bool fwd_vector_aligned(const FwdParams& p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  using O = typename Traits::Output;
+  constexpr auto ok = aligned_to;
+  return p.hidden % kVec == 0 && ok(p.x, alignof(Vec<I, kVec>)) &&
+         ok(p.residual, alignof(Vec<I, kVec>)) && ok(p.residual_out, alignof(Vec<I, kVec>)) &&
+         ok(p.gamma, alignof(Vec<W, kVec>)) && ok(p.beta, alignof(Vec<W, kVec>)) &&
+         ok(p.z, alignof(Vec<O, kVec>));
+}
+
+template <typename Traits, typename Shape>
+void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
+  FwdParams p = args.params;
+  p.threads_per_row = plan.threads_per_row;
+  p.ctas_per_row = plan.ctas_per_row;
+  if (p.rows == 0) return;
+  auto kernel = norm_fwd_kernel<Traits, Shape>;
+  const int threads = plan.threads_per_row * plan.rows_per_cta;
+  const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+  const int64_t resident =
+      static_cast<int64_t>(args.sm_bound) * resident_ctas_per_sm(kernel, threads) / plan.ctas_per_row;
+  const int64_t clusters = std::max<int64_t>(1, plan.persistent ? std::min(tiles, resident) : tiles);
+  NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * plan.ctas_per_row),
+                                       static_cast<unsigned>(threads), plan.ctas_per_row, stream,
+                                       p));
+  NORMTUNE_CHECK_LAUNCH();
+}
+
+// The general entry of one (types, variant): any hidden size, any alignment; the layout is
+// planned per call.
+template <typename Traits>
+struct GeneralFwd {
+  static constexpr const char* kConfig = "layout planned per call: row in registers (vector or scalar), or streamed";
+  static constexpr WorkspaceFn workspace = nullptr;
+
+  static void run(const void* opaque, cudaStream_t stream) {
+    const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
+    using I = typename Traits::Input;
+    constexpr int kVec = 16 / sizeof(I);
+    const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
+    const FwdPlan plan =
+        forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
+    const bool stream_row = plan.layout == FwdLayout::kStreaming;
+    if (aligned) {
+      if (stream_row) return launch_fwd<Traits, FwdShape<kVec, 0>>(args, plan, stream);
+      switch (plan.vecs_per_thread) {
+        case 1: return launch_fwd<Traits, FwdShape<kVec, 1>>(args, plan, stream);
+        case 2: return launch_fwd<Traits, FwdShape<kVec, 2>>(args, plan, stream);
+        case 4: return launch_fwd<Traits, FwdShape<kVec, 4>>(args, plan, stream);
+        case 8: return launch_fwd<Traits, FwdShape<kVec, 8>>(args, plan, stream);
+      }
+    } else {
+      if (stream_row) return launch_fwd<Traits, FwdShape<1, 0>>(args, plan, stream);
+      if (plan.vecs_per_thread == 8) return launch_fwd<Traits, FwdShape<1, 8>>(args, plan, stream);
+    }
+    NORMTUNE_ERROR("internal: no forward kernel variant for plan ", config_string(plan), " aligned=", aligned);
+  }
+};
+
+// A tuned entry: hidden size and plan fixed at compile time (a table line); needs 16-byte
+// aligned data.
+template <typename Traits, int kHidden, FwdPlan kPlan>
+struct TunedFwd {
+  using I = typename Traits::Input;
+  static constexpr int kVec = 16 / sizeof(I);
+  static constexpr bool kRegisters = kPlan.layout == FwdLayout::kRegisters;
+  using Shape = FwdShape<kVec, kRegisters ? kPlan.vecs_per_thread : 0, kHidden, kPlan.threads_per_row,
+                         kPlan.ctas_per_row>;
+  static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
+  static_assert(!kRegisters || kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
+                "the tuned layout does not cover the row");
+  static_assert(kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.ctas_per_row <= kMaxCtasPerRow &&
+                    (kPlan.ctas_per_row == 1 || kPlan.rows_per_cta == 1),
+                "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row, one row per CTA in a cluster");
+  static constexpr WorkspaceFn workspace = nullptr;
+
+  static const char* can_implement(const void* opaque) {
+    const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
+    if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
+    if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
+    return nullptr;
+  }
+  static void run(const void* opaque, cudaStream_t stream) {
+    launch_fwd<Traits, Shape>(*static_cast<const FwdArgs*>(opaque), kPlan, stream);
+  }
+};
+
+}  // namespace normtune

@@ -1,0 +1,86 @@
+// Plans as text, all from the field tables in <normtune/tuning.h>: the `.def` config, the
+// config string, the kernel-name tags and the whole tuned-table line.
+#include <cstdio>
+
+#include <normtune/common/error.h>
+#include <normtune/tuning.h>
+
+namespace normtune {
+
+namespace {
+
+template <typename Plan>
+std::string value_text(const PlanField<Plan>& f, const Plan& plan, bool cpp) {
+  const int v = f.get(plan);
+  if (f.enum_name != nullptr) return f.enum_name(v, cpp);
+  if (f.is_bool) return v != 0 ? "true" : "false";
+  return std::to_string(v);
+}
+
+template <typename Plan>
+std::string def_config_of(const Plan& plan) {
+  std::string out = "(";
+  for (const PlanField<Plan>& f : plan_fields<Plan>()) {
+    if (!f.applies(plan)) continue;
+    if (out.size() > 1) out += ", ";
+    out += detail::concat(".", f.name, " = ", value_text(f, plan, true));
+  }
+  return out + ")";
+}
+
+template <typename Plan>
+std::string config_string_of(const Plan& plan) {
+  std::string out;
+  for (const PlanField<Plan>& f : plan_fields<Plan>()) {
+    if (!f.applies(plan)) continue;
+    if (!out.empty()) out += ' ';
+    out += detail::concat(f.name, "=", value_text(f, plan, false));
+  }
+  return out;
+}
+
+template <typename Plan>
+std::string name_tags_of(const Plan& plan) {
+  std::string out;
+  for (const PlanField<Plan>& f : plan_fields<Plan>()) {
+    if (!f.applies(plan)) continue;
+    const int v = f.get(plan);
+    if (f.enum_name != nullptr) {
+      if (v != 0) out += detail::concat("_", f.enum_name(v, false));  // the default layout is unnamed
+    } else if (f.is_bool) {
+      if (v != 0) out += detail::concat("_", f.tag);
+    } else {
+      out += detail::concat("_", f.tag, v);
+    }
+  }
+  return out;
+}
+
+template <typename Plan>
+std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance& pv) {
+  char time[32];
+  std::snprintf(time, sizeof(time), "%.2f", pv.time_us);
+  return detail::concat("NORMTUNE_TUNED(", norm_type_name(key.norm), ", ", stage_name(key.stage), ", ",
+                        dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ", dtype_name(key.otype), ", ",
+                        dtype_name(key.ctype), ", ", key.hidden_size, ", ", def_config_of(plan),
+                        ", (.device = \"", pv.device, "\", .date = \"", pv.date, "\", .time_us = ", time,
+                        ", .tool = \"", pv.tool, "\"))");
+}
+
+}  // namespace
+
+std::string def_config(const FwdPlan& plan) { return def_config_of(plan); }
+std::string def_config(const BwdPlan& plan) { return def_config_of(plan); }
+std::string config_string(const FwdPlan& plan) { return config_string_of(plan); }
+std::string config_string(const BwdPlan& plan) { return config_string_of(plan); }
+std::string name_tags(const FwdPlan& plan) { return name_tags_of(plan); }
+std::string name_tags(const BwdPlan& plan) { return name_tags_of(plan); }
+
+std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance) {
+  return tuned_line_of(key, plan, provenance);
+}
+std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance) {
+  return tuned_line_of(key, plan, provenance);
+}
+
+}  // namespace normtune

@@ -1,0 +1,173 @@
+// The layout heuristics (forward and backward), what fits, the tuner's candidates and the
+// per-thread overrides. Host only.
+#include <normtune/common/platform.h>
+#include <normtune/tuning.h>
+
+namespace normtune {
+
+namespace {
+
+constexpr int kWarpSize = platform::kWarpSize;
+constexpr int kTargetThreads = 128;  // threads per CTA for short rows (tuned)
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+bool is_group_size(int g) {
+  return g >= 1 && (g >= kWarpSize ? g % kWarpSize == 0 : (g & (g - 1)) == 0);
+}
+
+// A row of nvec vectors held n per thread by one CTA; 128-thread CTAs for short rows.
+FwdPlan row_in_registers(int nvec, int n) {
+  FwdPlan plan;
+  plan.vecs_per_thread = n;
+  plan.threads_per_row = threads_per_row_for(nvec, n, kWarpSize);
+  plan.rows_per_cta = plan.threads_per_row >= kTargetThreads ? 1 : kTargetThreads / plan.threads_per_row;
+  return plan;
+}
+
+FwdPlan streaming() {
+  FwdPlan plan;
+  plan.layout = FwdLayout::kStreaming;
+  plan.threads_per_row = kMaxCtaThreads;
+  return plan;
+}
+
+}  // namespace
+
+int threads_per_row_for(int nvec, int n, int warp_size) {
+  const int threads = ceil_div(nvec, n);
+  if (threads >= warp_size) return ceil_div(threads, warp_size) * warp_size;
+  int g = 1;
+  while (g < threads) g *= 2;
+  return g;
+}
+
+// ---- forward ----------------------------------------------------------------------------
+FwdPlan plan_forward(int hidden, int vec, bool clusters) {
+  const int nvec = ceil_div(hidden, vec);
+  if (vec == 1) {
+    // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
+    return nvec <= 8 * kMaxCtaThreads ? row_in_registers(nvec, 8) : streaming();
+  }
+  // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
+  // size from 128 to 4096), fewer only for tiny rows.
+  if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
+  // Longer rows stream through L2 (read twice, the second time from L2). Splitting them
+  // over a thread-block cluster, which the kernels support, measured slower on the H200
+  // (a cluster barrier per row): tuned entries may still ask for it.
+  (void)clusters;
+  return streaming();
+}
+
+bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
+  const int nvec = ceil_div(hidden, vec);
+  const bool registers = p.layout == FwdLayout::kRegisters;
+  const bool shape_ok = is_group_size(p.threads_per_row) && p.rows_per_cta >= 1 &&
+                        p.threads_per_row * p.rows_per_cta <= kMaxCtaThreads;
+  const bool n_ok = !registers || p.vecs_per_thread == 1 || p.vecs_per_thread == 2 ||
+                    p.vecs_per_thread == 4 || p.vecs_per_thread == 8;
+  const bool cluster_ok = p.ctas_per_row == 1 ||
+                          (clusters && p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow &&
+                           p.rows_per_cta == 1 && p.threads_per_row >= kWarpSize);
+  const bool covers = !registers || p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
+  const bool scalar_ok = vec > 1 || !registers || p.vecs_per_thread == 8;
+  return shape_ok && n_ok && cluster_ok && covers && scalar_ok;
+}
+
+std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp) {
+  std::vector<FwdPlan> out;
+  const int nvec = ceil_div(hidden, vec);
+  for (int n : {1, 2, 4, 8}) {
+    const int g = threads_per_row_for(nvec, n, warp);
+    for (int r : {1, 2, 4, 8, 16, 32, 64}) {
+      const int threads = g * r;
+      if (threads > kMaxCtaThreads || threads < 64) continue;
+      for (bool persistent : {true, false}) {
+        const FwdPlan plan{.vecs_per_thread = n, .threads_per_row = g, .rows_per_cta = r, .persistent = persistent};
+        if (plan_fits(plan, hidden, vec, false)) out.push_back(plan);
+      }
+    }
+  }
+  return out;
+}
+
+// ---- backward ---------------------------------------------------------------------------
+BwdPlan plan_backward(int hidden, int vec) {
+  const int nvec = ceil_div(hidden, vec);
+  // Vectors per thread: x and dz are both held, so the row in registers is half the
+  // forward's. Up to 2 vectors per thread fit 64 registers (1024 threads per SM), 4 take
+  // 128 (the fp32 partials of wide layouts live in shared memory); longer rows use the
+  // column-tiled path.
+  int n = 0;
+  if (vec == 1) {
+    n = nvec <= 8 * kMaxCtaThreads ? 8 : 0;
+  } else if (nvec <= 2 * kMaxCtaThreads) {
+    n = nvec >= 2 ? 2 : 1;
+  } else if (nvec <= 4 * kMaxCtaThreads) {
+    n = 4;
+  }
+  if (n == 0) return BwdPlan{.layout = BwdLayout::kColumns};
+  const FwdPlan rows = row_in_registers(nvec, n);
+  return BwdPlan{.vecs_per_thread = n, .threads_per_row = rows.threads_per_row, .rows_per_cta = rows.rows_per_cta};
+}
+
+bool plan_fits(const BwdPlan& p, int hidden, int vec) {
+  if (p.layout == BwdLayout::kColumns) return true;  // any row
+  const int nvec = ceil_div(hidden, vec);
+  const int g = p.threads_per_row;
+  const bool n_ok = vec == 1 ? p.vecs_per_thread == 8
+                             : p.vecs_per_thread == 1 || p.vecs_per_thread == 2 || p.vecs_per_thread == 4;
+  return n_ok && is_group_size(g) && p.rows_per_cta >= 1 && g * p.rows_per_cta <= kMaxCtaThreads &&
+         p.vecs_per_thread * g >= nvec;
+}
+
+// Backward layouts: 1, 2 or 4 vectors of x and dz per thread, every rows-per-CTA count up
+// to kMaxCtaThreads threads, and the long-row (column-tiled) path.
+std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp) {
+  std::vector<BwdPlan> out{BwdPlan{.layout = BwdLayout::kColumns}};
+  const int nvec = ceil_div(hidden, vec);
+  for (int n : {1, 2, 4}) {
+    const int g = threads_per_row_for(nvec, n, warp);
+    for (int r : {1, 2, 4, 8, 16, 32, 64}) {
+      const int threads = g * r;
+      if (threads > kMaxCtaThreads || threads < 64) continue;
+      const BwdPlan plan{.vecs_per_thread = n, .threads_per_row = g, .rows_per_cta = r};
+      if (plan_fits(plan, hidden, vec)) out.push_back(plan);
+    }
+  }
+  return out;
+}
+
+// ---- overrides --------------------------------------------------------------------------
+namespace {
+thread_local const FwdPlan* t_fwd_override = nullptr;
+thread_local const BwdPlan* t_bwd_override = nullptr;
+}  // namespace
+
+const FwdPlan* set_forward_plan_override(const FwdPlan* plan) {
+  const FwdPlan* previous = t_fwd_override;
+  t_fwd_override = plan;
+  return previous;
+}
+
+const FwdPlan* forward_plan_override() { return t_fwd_override; }
+
+FwdPlan forward_plan(int hidden, int vec, bool clusters) {
+  if (t_fwd_override != nullptr && plan_fits(*t_fwd_override, hidden, vec, clusters)) return *t_fwd_override;
+  return plan_forward(hidden, vec, clusters);
+}
+
+const BwdPlan* set_backward_plan_override(const BwdPlan* plan) {
+  const BwdPlan* previous = t_bwd_override;
+  t_bwd_override = plan;
+  return previous;
+}
+
+const BwdPlan* backward_plan_override() { return t_bwd_override; }
+
+BwdPlan backward_plan(int hidden, int vec) {
+  if (t_bwd_override != nullptr && plan_fits(*t_bwd_override, hidden, vec)) return *t_bwd_override;
+  return plan_backward(hidden, vec);
+}
+
+}  // namespace normtune

@@ -1,0 +1,128 @@
+// Turning kernels into registry entries, for both directions: the key and the procedural
+// name of a kernel (from its traits, through make_key and the op table), its general entry,
+// and a tuned entry from a table line (hidden size and plan as compile-time constants).
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include <normtune/registry/op.h>
+#include <normtune/registry/registry.h>
+#include <normtune/tuning.h>
+
+#include "launch/norm_bwd_launch.cuh"
+#include "launch/norm_fwd_launch.cuh"
+
+namespace normtune {
+
+// The type tokens of register/type_lists.def and the tuned tables.
+using fp32 = float;
+using fp16 = fp16_t;
+using bf16 = bf16_t;
+
+// FwdTraits or BwdTraits for (norm, stage) and the types of a list line.
+template <NormType kNorm, Stage kStage, typename W, typename I, typename O>
+using TraitsFor = std::conditional_t<is_backward(kStage), BwdTraits<W, I, kNorm, kStage>,
+                                     FwdTraits<W, I, O, kNorm, kStage>>;
+
+// The key of a kernel (hidden size kAnyHiddenSize for a general entry).
+template <typename Traits>
+constexpr NormKey key_of(uint32_t hidden_size) {
+  return make_key(Traits::kNorm, Traits::kStage, Elem<typename Traits::Weight>::kDType,
+                  Elem<typename Traits::Input>::kDType, Elem<typename Traits::Output>::kDType, hidden_size);
+}
+
+// rmsnorm_fwd_bf16_bf16_bf16 (gamma's, x's, z's type); a backward names gamma's and x's.
+template <typename Traits>
+std::string kernel_base_name() {
+  const NormKey k = key_of<Traits>(kAnyHiddenSize);
+  std::string name = detail::concat(op_of(k.norm, k.stage).kernel_name, "_", dtype_name(k.wtype), "_",
+                                    dtype_name(k.itype));
+  if (!is_backward(k.stage)) name += detail::concat("_", dtype_name(k.otype));
+  return name;
+}
+
+template <typename Traits>
+void add_general(Registry& registry) {
+  using General = std::conditional_t<is_backward(Traits::kStage), GeneralBwd<Traits>, GeneralFwd<Traits>>;
+  KernelEntry e;
+  e.key = key_of<Traits>(kAnyHiddenSize);
+  e.name = kernel_base_name<Traits>() + "_general";
+  e.config = General::kConfig;
+  e.run = General::run;
+  e.workspace_bytes = General::workspace;
+  registry.add_general(std::move(e));
+}
+
+// The general entries of one op: every line of its type list.
+template <NormType kNorm, Stage kStage>
+void add_general_entries(Registry& registry) {
+#define NORMTUNE_FWD_TYPES(w, i, o) \
+  if constexpr (!is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, o>>(registry);
+#define NORMTUNE_BWD_TYPES(w, i) \
+  if constexpr (is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, i>>(registry);
+#include "register/type_lists.def"
+#undef NORMTUNE_FWD_TYPES
+#undef NORMTUNE_BWD_TYPES
+}
+
+// The launcher of a tuned entry, by the type of its plan (overloads: the other one is not
+// viable for the plan's type).
+template <typename Traits, int kHidden, FwdPlan kPlan>
+void set_tuned_launcher(KernelEntry& e) {
+  using Tuned = TunedFwd<Traits, kHidden, kPlan>;
+  e.can_implement = Tuned::can_implement;
+  e.run = Tuned::run;
+  e.workspace_bytes = Tuned::workspace;
+}
+template <typename Traits, int kHidden, BwdPlan kPlan>
+void set_tuned_launcher(KernelEntry& e) {
+  using Tuned = TunedBwd<Traits, kHidden, kPlan>;
+  e.can_implement = Tuned::can_implement;
+  e.run = Tuned::run;
+  e.workspace_bytes = Tuned::workspace;
+}
+
+// A tuned entry: kPlan is the table line's FwdPlan or BwdPlan.
+template <typename Traits, int kHidden, auto kPlan>
+void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance) {
+  using Plan = std::remove_cvref_t<decltype(kPlan)>;
+  static_assert(std::is_same_v<Plan, BwdPlan> == is_backward(Traits::kStage),
+                "a forward line needs a FwdPlan config, a backward line a BwdPlan");
+  KernelEntry e;
+  e.key = key_of<Traits>(kHidden);
+  e.arch = arch;
+  e.name = detail::concat(kernel_base_name<Traits>(), "_h", kHidden, name_tags(kPlan));
+  e.config = config_string(kPlan);
+  set_tuned_launcher<Traits, kHidden, kPlan>(e);
+  e.provenance = provenance;
+  registry.add_tuned(std::move(e));
+}
+
+// The kShard-th part of a tuned table (lines whose number modulo NORMTUNE_TUNED_SHARDS is
+// kShard), forward or backward lines; the generated tuned_sm90_<dir>_<k>.cu files
+// instantiate it.
+#define NORMTUNE_UNPAREN(...) __VA_ARGS__
+
+// T, made dependent on a template parameter: a line's config is then checked only in the
+// expansion that keeps the line (forward and backward lines have different plan types).
+template <int kDependency, typename T>
+using DependentOn = std::conditional_t<kDependency >= 0, T, T>;
+
+template <bool kBackward, int kShard>
+void register_tuned_sm90(Registry& registry) {
+  (void)registry;
+#define NORMTUNE_TUNED(norm, stage, w, i, o, c, hidden, config, provenance)                           \
+  if constexpr (is_backward(Stage::k##stage) == kBackward && __LINE__ % NORMTUNE_TUNED_SHARDS == kShard) { \
+    using Traits = TraitsFor<NormType::k##norm, Stage::k##stage, w, i, o>;                           \
+    static_assert(DType::kFloat32 == Elem<c>::kDType, "kernels compute in fp32 (ctype fp32)");         \
+    static_assert(Elem<o>::kDType == Elem<typename Traits::Output>::kDType, "a backward's otype is itype"); \
+    using Plan = std::conditional_t<kBackward, BwdPlan, FwdPlan>;                                     \
+    constexpr DependentOn<kShard, Plan> plan{NORMTUNE_UNPAREN config};                                \
+    add_tuned<Traits, hidden, plan>(registry, ArchFamily::kSm90, Provenance{NORMTUNE_UNPAREN provenance}); \
+  }
+#include "sm90.def"
+#undef NORMTUNE_TUNED
+}
+
+}  // namespace normtune
