@@ -5,10 +5,9 @@
 #include <normtune/transformer_engine.h>
 
 int main() {
-  const normtune::NormKey key{normtune::NormType::kRMSNorm, normtune::Stage::kForward,
-                              normtune::DType::kBFloat16, normtune::DType::kBFloat16,
-                              normtune::DType::kBFloat16, normtune::DType::kFloat32, 4096,
-                              normtune::ScalingMode::kNone, 0};
+  const normtune::NormKey key =
+      normtune::make_key(normtune::NormType::kRMSNorm, normtune::Stage::kForward, normtune::DType::kBFloat16,
+                         normtune::DType::kBFloat16, normtune::DType::kBFloat16, 4096);
   if (normtune::unpack(normtune::pack(key)) != key) return 1;
 
   NVTETensor t = nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);

@@ -1,11 +1,17 @@
 // Bad input to the backward API: a clear error naming the argument, raised before any
-// device work (these run without a GPU: the pointers are never dereferenced). Errors that
-// need the device (workspace size, null data, overlaps) are tested in gpu/test_norm_bwd.cpp.
+// device work (these run without a GPU: the pointers are never dereferenced).
+//
+// The workspace protocol (TransformerEngine 2.18's): a workspace with no elements is the size
+// query, which selects the kernel first and so needs the device (gpu/test_norm_bwd.cpp tests
+// it, and the workspace size errors). Any other workspace makes a real call, whose data
+// (pointers, alignment, overlaps) is checked before the device is touched: the fixture's
+// workspace is such a tensor, [16] bytes at a fake 16-byte aligned address.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include <normtune/common/device_info.h>
 #include <normtune/common/error.h>
 #include <normtune/normalization.h>
 
@@ -15,6 +21,7 @@ namespace normtune {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 using test::fake;
@@ -32,7 +39,7 @@ class BwdErrors : public ::testing::Test {
   Handle dx{fake(0x700000), {kRows, kHidden}, kNVTEBFloat16};
   Handle dgamma{fake(0x800000), {kHidden}, kNVTEBFloat16};
   Handle dbeta{fake(0x900000), {kHidden}, kNVTEBFloat16};
-  Handle workspace;
+  Handle workspace{fake(0xA00000), {16}, kNVTEByte};  // a real call's workspace (no query)
 
   void rms(int sms = 0) { nvte_rmsnorm_bwd(dz, x, rsigma, gamma, dx, dgamma, workspace, sms, false, nullptr); }
   void rms_add() {
@@ -105,6 +112,93 @@ TEST_F(BwdErrors, Dtypes) {
 TEST_F(BwdErrors, NegativeMultiprocessorCount) {
   EXPECT_THAT([&] { rms(-1); },
               ThrowsMessage<Error>(HasSubstr("argument 'multiprocessorCount': expected a count >= 0")));
+}
+
+// Past the data checks the call needs the device (the kernel is selected next): with a GPU
+// the fixture's [16]-byte workspace is then rejected before any launch (the backward needs
+// another size); without one the device lookup fails. Either way the call raises.
+template <typename Call>
+void expect_rejected_after_the_data_checks(Call&& call) {
+  if (device_count() > 0) {
+    EXPECT_THAT(call, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape")));
+  } else {
+    EXPECT_THAT(call, ThrowsMessage<Error>(::testing::AllOf(Not(HasSubstr("device pointer to")), Not(HasSubstr("aligned to its")),
+                                                            Not(HasSubstr("separate from")))));
+  }
+}
+
+TEST_F(BwdErrors, ArgumentErrorsLeaveAQueryUnanswered) {
+  Handle query;
+  dx.set(fake(0x700000), {kRows, kHidden}, kNVTEFloat32);
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(dz, x, rsigma, gamma, dx, dgamma, query, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'dx': expected dtype bf16, got fp32")));
+  EXPECT_EQ(nvte_tensor_numel(query), 0u);
+  Handle zero_bytes{nullptr, {0}, kNVTEByte};
+  EXPECT_THAT([&] { nvte_rmsnorm_bwd(dz, x, rsigma, gamma, dx, dgamma, zero_bytes, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'dx'")));
+  EXPECT_EQ(nvte_tensor_numel(zero_bytes), 0u);
+}
+
+TEST_F(BwdErrors, NullData) {
+  dz.set(nullptr, {kRows, kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dz': expected a device pointer to 32768 elements, got NULL")));
+  dz.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  mu.set(nullptr, {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'mu': expected a device pointer to 8 elements, got NULL")));
+  mu.set(fake(0x400000), {kRows}, kNVTEFloat32);
+  dgamma.set(nullptr, {kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms_add(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected a device pointer")));
+  dgamma.set(fake(0x800000), {kHidden}, kNVTEBFloat16);
+  // Data checks come before the workspace is compared with the query's answer.
+  workspace.set(nullptr, {16}, kNVTEFloat32);
+  add.set(nullptr, {kRows, kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms_add(); }, ThrowsMessage<Error>(HasSubstr("argument 'add': expected a device pointer")));
+}
+
+TEST_F(BwdErrors, Overlaps) {
+  dx.set(fake(0x200000), {kRows, kHidden}, kNVTEBFloat16);  // x
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'x'")));
+  dx.set(fake(0x100000 + 2), {kRows, kHidden}, kNVTEBFloat16);  // a shifted view of dz (dz itself is in place)
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'dz'")));
+  dx.set(fake(0x300000 + 16), {kRows, kHidden}, kNVTEBFloat16);  // a shifted view of add
+  EXPECT_THAT([&] { rms_add(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'add'")));
+  dx.set(fake(0x700000), {kRows, kHidden}, kNVTEBFloat16);
+  dgamma.set(fake(0x700000 + 64), {kHidden}, kNVTEBFloat16);  // inside dx
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'dgamma'")));
+  dgamma.set(fake(0x900000), {kHidden}, kNVTEBFloat16);  // dbeta
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'dbeta'")));
+  dgamma.set(fake(0x600000), {kHidden}, kNVTEBFloat16);  // gamma
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'gamma'")));
+  dgamma.set(fake(0x800000), {kHidden}, kNVTEBFloat16);
+  workspace.set(fake(0x800000 - 16), {32}, kNVTEByte);  // ends inside dgamma
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'workspace'")));
+  workspace.set(fake(0x700000), {16}, kNVTEByte);  // dx
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'workspace'")));
+}
+
+TEST_F(BwdErrors, PointersMisalignedToTheirElements) {
+  rsigma.set(fake(0x500002), {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected a pointer aligned to its 4-byte elements")));
+  rsigma.set(fake(0x500000), {kRows}, kNVTEFloat32);
+  mu.set(fake(0x400001), {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'mu': expected a pointer aligned to its 4-byte elements")));
+  mu.set(fake(0x400000), {kRows}, kNVTEFloat32);
+  dz.set(fake(0x100001), {kRows, kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dz': expected a pointer aligned to its 2-byte elements")));
+  dz.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  gamma.set(fake(0x600000), {kHidden}, kNVTEFloat32);
+  dgamma.set(fake(0x800002), {kHidden}, kNVTEFloat32);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected a pointer aligned to its 4-byte elements")));
+}
+
+TEST_F(BwdErrors, InPlaceAndValidDataReachTheDeviceStep) {
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  expect_rejected_after_the_data_checks([&] { ln(); });
+  dx.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);  // dz itself
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  expect_rejected_after_the_data_checks([&] { rms_add(); });
+  dx.set(fake(0x300000), {kRows, kHidden}, kNVTEBFloat16);  // add itself
+  expect_rejected_after_the_data_checks([&] { rms_add(); });
 }
 
 }  // namespace

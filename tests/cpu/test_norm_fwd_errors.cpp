@@ -1,11 +1,18 @@
 // Bad input to the forward API: a clear error naming the argument, raised before any device
 // work (these run without a GPU: the pointers are never dereferenced).
+//
+// The workspace protocol (TransformerEngine 2.18's): a workspace with no elements is the size
+// query, which selects the kernel first and so needs the device (gpu/test_norm_fwd.cpp tests
+// it). Any other workspace makes a real call, whose data (pointers, alignment, overlaps) is
+// checked before the device is touched: the fixture's workspace is such a tensor, [16] bytes
+// at a fake 16-byte aligned address.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <vector>
 
+#include <normtune/common/device_info.h>
 #include <normtune/common/error.h>
 #include <normtune/normalization.h>
 
@@ -15,6 +22,7 @@ namespace normtune {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 using test::fake;
@@ -31,7 +39,7 @@ class FwdErrors : public ::testing::Test {
   Handle rsigma{fake(0x600000), {kRows}, kNVTEFloat32};
   Handle residual{fake(0x700000), {kRows, kHidden}, kNVTEBFloat16};
   Handle residual_out{fake(0x800000), {kRows, kHidden}, kNVTEBFloat16};
-  Handle workspace;
+  Handle workspace{fake(0x900000), {16}, kNVTEByte};  // a real call's workspace (no query)
 
   void rms(float eps = 1e-5f, int sms = 0) {
     nvte_rmsnorm_fwd(x, gamma, eps, z, rsigma, workspace, sms, false, nullptr);
@@ -99,27 +107,110 @@ TEST_F(FwdErrors, Scalars) {
               ThrowsMessage<Error>(HasSubstr("argument 'multiprocessorCount': expected a count >= 0")));
 }
 
-TEST_F(FwdErrors, WorkspaceQueryThenWrongSize) {
-  rms();  // the size query: no device work
-  const NVTEShape s = nvte_tensor_shape(workspace);
-  ASSERT_EQ(s.ndim, 1u);
-  EXPECT_EQ(s.data[0], 0u);
-  workspace.set(fake(0x900000), {16}, kNVTEByte);
-  EXPECT_THAT([&] { rms(); },
-              ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape [0] and dtype byte")));
+// A call past the data checks needs the device (the kernel is selected next): with a GPU the
+// fixture's [16]-byte workspace is then rejected (a forward answers [1]) before any launch;
+// without one the device lookup fails. Either way the call raises and nothing runs.
+template <typename Call>
+void expect_rejected_after_the_data_checks(Call&& call) {
+  if (device_count() > 0) {
+    EXPECT_THAT(call, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape [1] and dtype byte")));
+  } else {
+    EXPECT_THAT(call, ThrowsMessage<Error>(::testing::AllOf(Not(HasSubstr("device pointer to")), Not(HasSubstr("aligned to its")),
+                                                            Not(HasSubstr("separate from")))));
+  }
+}
+
+TEST_F(FwdErrors, ArgumentErrorsLeaveAQueryUnanswered) {
+  // Shape and dtype checks come before the query is answered: the workspace keeps no elements.
+  Handle query;
+  gamma.set(fake(0x200000), {kHidden}, kNVTEFloat16);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, z, rsigma, query, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected dtype bf16 (x's) or fp32, got fp16")));
+  EXPECT_EQ(nvte_tensor_numel(query), 0u);
+  Handle zero_bytes{nullptr, {0}, kNVTEByte};  // a reset workspace is a query too
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, z, rsigma, zero_bytes, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'gamma'")));
+  EXPECT_EQ(nvte_tensor_numel(zero_bytes), 0u);
+  gamma.set(fake(0x200000), {kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, -1.f, z, rsigma, query, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'epsilon'")));
+  EXPECT_EQ(nvte_tensor_numel(query), 0u);
 }
 
 TEST_F(FwdErrors, NullDataAndOverlaps) {
-  workspace.set(nullptr, {0}, kNVTEByte);  // the answer to the query: a valid second call
   x.set(nullptr, {kRows, kHidden}, kNVTEBFloat16);
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'x': expected a device pointer to 32768 elements, got NULL")));
   x.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  rsigma.set(nullptr, {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected a device pointer to 8 elements, got NULL")));
+  rsigma.set(fake(0x600000), {kRows}, kNVTEFloat32);
   z.set(fake(0x100000 + 64), {kRows, kHidden}, kNVTEBFloat16);
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'z': expected memory separate from 'x'")));
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEBFloat16);
   residual_out.set(fake(0x700000 + 2), {kRows, kHidden}, kNVTEBFloat16);
   EXPECT_THAT([&] { add(); },
               ThrowsMessage<Error>(HasSubstr("argument 'residual_out': expected memory separate from 'residual'")));
+}
+
+TEST_F(FwdErrors, NullDataWithAWrongWorkspaceNamesTheData) {
+  // Data checks run before the workspace is compared with the query's answer.
+  workspace.set(fake(0x900000), {16}, kNVTEFloat32);
+  x.set(nullptr, {kRows, kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'x': expected a device pointer")));
+  x.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  workspace.set(nullptr, {16}, kNVTEByte);
+  gamma.set(nullptr, {kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected a device pointer to 4096 elements, got NULL")));
+}
+
+TEST_F(FwdErrors, OutputsOverlappingEachOther) {
+  rsigma.set(fake(0x400000 + 64), {kRows}, kNVTEFloat32);  // inside z
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'z': expected memory separate from 'rsigma'")));
+  rsigma.set(fake(0x600000), {kRows}, kNVTEFloat32);
+  mu.set(fake(0x600000 + 16), {kRows}, kNVTEFloat32);  // overlaps rsigma's last 16 bytes
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'mu': expected memory separate from 'rsigma'")));
+  mu.set(fake(0x600000), {kRows}, kNVTEFloat32);  // exactly rsigma: no output may alias another
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'mu': expected memory separate from 'rsigma'")));
+  mu.set(fake(0x500000), {kRows}, kNVTEFloat32);
+  residual_out.set(fake(0x400000), {kRows, kHidden}, kNVTEBFloat16);  // z
+  EXPECT_THAT([&] { add(); }, ThrowsMessage<Error>(HasSubstr("argument 'z': expected memory separate from 'residual_out'")));
+  residual_out.set(fake(0x800000), {kRows, kHidden}, kNVTEBFloat16);
+  z.set(fake(0x200000), {kRows, kHidden}, kNVTEBFloat16);  // over gamma (an input)
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'z': expected memory separate from 'gamma'")));
+  z.set(fake(0x400000), {kRows, kHidden}, kNVTEBFloat16);
+  rsigma.set(fake(0x100000), {kRows}, kNVTEFloat32);  // over x
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected memory separate from 'x'")));
+}
+
+TEST_F(FwdErrors, OutputsOverlappingTheWorkspace) {
+  workspace.set(fake(0x400000 + 4096), {16}, kNVTEByte);  // inside z
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'z': expected memory separate from 'workspace'")));
+  workspace.set(fake(0x600000), {16}, kNVTEByte);  // rsigma
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected memory separate from 'workspace'")));
+}
+
+TEST_F(FwdErrors, PointersMisalignedToTheirElements) {
+  rsigma.set(fake(0x600002), {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected a pointer aligned to its 4-byte elements")));
+  rsigma.set(fake(0x600000), {kRows}, kNVTEFloat32);
+  x.set(fake(0x100001), {kRows, kHidden}, kNVTEBFloat16);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'x': expected a pointer aligned to its 2-byte elements")));
+  x.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  mu.set(fake(0x500006), {kRows}, kNVTEFloat32);
+  EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr("argument 'mu': expected a pointer aligned to its 4-byte elements")));
+  mu.set(fake(0x500000), {kRows}, kNVTEFloat32);
+  gamma.set(fake(0x200002), {kHidden}, kNVTEFloat32);  // fp32 gamma with bf16 x
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected a pointer aligned to its 4-byte elements")));
+}
+
+TEST_F(FwdErrors, ValidDataReachesTheDeviceStep) {
+  // Elements aligned to themselves only (not to 16 bytes) pass the data checks.
+  x.set(fake(0x100002), {kRows, kHidden}, kNVTEBFloat16);
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  // residual_out may be residual itself (in place).
+  residual_out.set(fake(0x700000), {kRows, kHidden}, kNVTEBFloat16);
+  expect_rejected_after_the_data_checks([&] { add(); });
+  expect_rejected_after_the_data_checks([&] { ln(); });
 }
 
 }  // namespace

@@ -145,6 +145,71 @@ TEST(NormKey, ToStringIsTheHumanForm) {
             "scaling=mxfp8_1d zero_centered_gamma");
 }
 
+// ---- make_key: the one place a key is assembled ----------------------------------------
+TEST(MakeKey, SetsEveryFieldWithAnFp32Ctype) {
+  const NormKey k = make_key(NormType::kLayerNorm, Stage::kForward, DType::kFloat32, DType::kBFloat16,
+                             DType::kBFloat16, 7168);
+  EXPECT_EQ(k.norm, NormType::kLayerNorm);
+  EXPECT_EQ(k.stage, Stage::kForward);
+  EXPECT_EQ(k.wtype, DType::kFloat32);
+  EXPECT_EQ(k.itype, DType::kBFloat16);
+  EXPECT_EQ(k.otype, DType::kBFloat16);
+  EXPECT_EQ(k.ctype, DType::kFloat32);
+  EXPECT_EQ(k.hidden_size, 7168u);
+  EXPECT_EQ(k.scaling, ScalingMode::kNone);
+  EXPECT_EQ(k.flags, 0);
+  // A forward key may narrow the output (fp32 -> bf16).
+  const NormKey narrow = make_key(NormType::kRMSNorm, Stage::kForwardAdd, DType::kFloat32, DType::kFloat32,
+                                  DType::kFloat16, 4096, ScalingMode::kMxfp8_1D);
+  EXPECT_EQ(narrow.otype, DType::kFloat16);
+  EXPECT_EQ(narrow.scaling, ScalingMode::kMxfp8_1D);
+  EXPECT_EQ(narrow.ctype, DType::kFloat32);
+}
+
+TEST(MakeKey, ZeroCenteredGammaIsARunTimeFlag) {
+  const NormKey plain = make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                                 DType::kBFloat16, 4096);
+  const NormKey zc = make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                              DType::kBFloat16, 4096, ScalingMode::kNone, true);
+  EXPECT_EQ(zc.flags, kFlagZeroCenteredGamma);
+  EXPECT_NE(zc, plain);
+  EXPECT_NE(pack(zc), pack(plain));  // part of the call's key (messages, plan caches)
+  EXPECT_EQ(to_string(zc), to_string(plain) + " zero_centered_gamma");
+  // ... but not of the registry entry that serves it.
+  EXPECT_EQ(zc.entry_key(), plain);
+  EXPECT_EQ(zc.entry_key().hidden_size, 4096u);
+  EXPECT_EQ(zc.general(), plain.general());
+  EXPECT_EQ(zc.general().hidden_size, kAnyHiddenSize);
+  EXPECT_EQ(zc.general().flags, 0);
+  EXPECT_EQ(plain.entry_key(), plain);
+}
+
+TEST(MakeKey, EntryKeyClearsOnlyRunTimeFlags) {
+  NormKey k = make_key(NormType::kRMSNorm, Stage::kForward, DType::kFloat32, DType::kFloat32, DType::kFloat32, 512,
+                       ScalingMode::kMxfp8_1D, true);
+  k.flags |= kFlagSwizzledScales;  // a property of the output layout: part of the entry
+  EXPECT_EQ(k.entry_key().flags, kFlagSwizzledScales);
+  EXPECT_EQ(k.general().flags, kFlagSwizzledScales);
+  EXPECT_EQ(k.entry_key().scaling, ScalingMode::kMxfp8_1D);
+  EXPECT_EQ(kRunTimeKeyFlags & kFlagSwizzledScales, 0);
+}
+
+TEST(MakeKey, BackwardKeyNeedsOtypeEqualToItype) {
+  for (Stage s : {Stage::kBackward, Stage::kBackwardAdd}) {
+    EXPECT_THAT([&] { (void)make_key(NormType::kRMSNorm, s, DType::kBFloat16, DType::kBFloat16, DType::kFloat32, 4096); },
+                ::testing::ThrowsMessage<Error>(HasSubstr("a backward key's otype (dx) must be its itype (x)")));
+    const NormKey ok = make_key(NormType::kLayerNorm, s, DType::kFloat32, DType::kFloat16, DType::kFloat16, 4096);
+    EXPECT_EQ(ok.otype, DType::kFloat16);
+    EXPECT_EQ(ok.ctype, DType::kFloat32);
+  }
+}
+
+static_assert(make_key(NormType::kRMSNorm, Stage::kBackward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16,
+                       4096, ScalingMode::kNone, true)
+                  .entry_key() == make_key(NormType::kRMSNorm, Stage::kBackward, DType::kBFloat16,
+                                           DType::kBFloat16, DType::kBFloat16, 4096),
+              "make_key is usable in constant expressions");
+
 // The compile-time proof, exercised at compile time once more from a test TU.
 static_assert(unpack(pack(NormKey{NormType::kLayerNorm, Stage::kForwardAdd, DType::kFloat4E2M1,
                                   DType::kFloat8E8M0, DType::kFloat8E5M2, DType::kInt64,

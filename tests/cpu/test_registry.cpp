@@ -29,9 +29,8 @@ const char* needs_alignment(const void* args) {
   return static_cast<const FakeArgs*>(args)->aligned ? nullptr : "x is not 16-byte aligned";
 }
 
-NormKey rms_fwd(uint32_t hidden, DType t = DType::kBFloat16) {
-  return NormKey{NormType::kRMSNorm, Stage::kForward, t, t, t, DType::kFloat32, hidden,
-                 ScalingMode::kNone, 0};
+NormKey rms_fwd(uint32_t hidden, DType t = DType::kBFloat16, bool zero_centered_gamma = false) {
+  return make_key(NormType::kRMSNorm, Stage::kForward, t, t, t, hidden, ScalingMode::kNone, zero_centered_gamma);
 }
 
 KernelEntry tuned_entry(uint32_t hidden, const char* name = "rmsnorm_fwd_test_tuned") {
@@ -225,6 +224,38 @@ TEST_F(RegistryTest, MalformedEntriesAreRejected) {
   no_run.run = nullptr;
   EXPECT_THAT([&] { registry.add_general(no_run); },
               ::testing::ThrowsMessage<Error>(HasSubstr("argument 'entry.run'")));
+  EXPECT_EQ(registry.size(), 0u);
+}
+
+TEST_F(RegistryTest, ZeroCenteredGammaFindsTheEntryOfThePlainKey) {
+  registry.add_tuned(tuned_entry(4096));
+  registry.add_general(general_entry());
+  FakeArgs args;
+  const Selection plain = registry.select(rms_fwd(4096), ArchFamily::kSm90, &args);
+  const Selection zc = registry.select(rms_fwd(4096, DType::kBFloat16, true), ArchFamily::kSm90, &args);
+  ASSERT_NE(zc.entry, nullptr);
+  EXPECT_TRUE(zc.tuned);
+  EXPECT_EQ(zc.entry, plain.entry);
+  // Another hidden size: the general entry, again regardless of the flag.
+  const Selection g = registry.select(rms_fwd(4097, DType::kBFloat16, true), ArchFamily::kSm90, &args);
+  ASSERT_NE(g.entry, nullptr);
+  EXPECT_FALSE(g.tuned);
+  EXPECT_EQ(g.entry->name, "rmsnorm_fwd_test_general");
+  EXPECT_EQ(registry.select(rms_fwd(4097, DType::kBFloat16, true).general(), ArchFamily::kAny, &args).entry, g.entry);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(&registry.get_kernel(rms_fwd(4096, DType::kBFloat16, true), ArchFamily::kSm90, &args), plain.entry);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(RegistryTest, EntriesWithRunTimeFlagsAreRejected) {
+  KernelEntry tuned = tuned_entry(4096);
+  tuned.key = rms_fwd(4096, DType::kBFloat16, true);
+  EXPECT_THAT([&] { registry.add_tuned(tuned); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("run-time flags (zero-centered gamma) are not part of an entry's key")));
+  KernelEntry general = general_entry();
+  general.key = rms_fwd(kAnyHiddenSize, DType::kBFloat16, true);
+  EXPECT_THAT([&] { registry.add_general(general); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("run-time flags (zero-centered gamma) are not part of an entry's key")));
   EXPECT_EQ(registry.size(), 0u);
 }
 

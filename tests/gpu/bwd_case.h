@@ -3,6 +3,10 @@
 // the nvte_* call through the two-call workspace protocol, the comparison.
 #pragma once
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include <normtune/reference.h>
 
 #include "gpu_test_util.h"
@@ -70,98 +74,158 @@ inline HostArray float_array(const std::vector<double>& v) {
   return a;
 }
 
-// Runs the case; checks dx, dgamma (and dbeta) against the reference when `check` is set.
-inline BwdResult run_bwd(const BwdCase& c, bool check = true) {
-  const size_t n = c.rows * c.hidden;
-  const bool ln = c.norm == NormType::kLayerNorm;
-  const HostArray x = random_array(c.itype, n, c.seed, ln ? 0.5 : 0.0, 1.0);
-  const HostArray dz = random_array(c.itype, n, c.seed + 1, 0.0, 1.0);
-  const HostArray add = random_array(c.itype, n, c.seed + 2, 0.0, 1.0);
-  const HostArray gamma =
-      random_array(c.wtype, c.hidden, c.seed + 3, c.zero_centered_gamma ? 0.0 : 1.0, 0.2);
-  std::vector<double> mu, rsigma;
-  reference_stats(c.norm, x, c.rows, c.hidden, &mu, &rsigma);
+// The buffers and handles of one case: random inputs, the forward's statistics, NaN-poisoned
+// outputs, the nvte_* call with any workspace (either call of the two-call protocol), the
+// comparison.
+class BwdProblem {
+ public:
+  explicit BwdProblem(const BwdCase& c)
+      : c_(c),
+        n_(c.rows * c.hidden),
+        ln_(c.norm == NormType::kLayerNorm),
+        x_(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0)),
+        dz_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
+        add_(random_array(c.itype, n_, c.seed + 2, 0.0, 1.0)),
+        gamma_(random_array(c.wtype, c.hidden, c.seed + 3, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),
+        stats_(stats_of(c, x_)),
+        d_x_(DeviceArray::from_host(x_, c.x_offset)),
+        d_dz_(DeviceArray::from_host(dz_, c.x_offset)),
+        d_add_(DeviceArray::from_host(add_, c.x_offset)),
+        d_gamma_(DeviceArray::from_host(gamma_, c.gamma_offset)),
+        d_mu_(DeviceArray::from_host(float_array(stats_.mu))),
+        d_rs_(DeviceArray::from_host(float_array(stats_.rsigma))),
+        d_dx_(c.itype, n_, c.x_offset),
+        d_dgamma_(c.wtype, c.hidden, c.gamma_offset),
+        d_dbeta_(c.wtype, c.hidden, c.gamma_offset),
+        t_x_(d_x_, {c.rows, c.hidden}),
+        t_dz_(d_dz_, {c.rows, c.hidden}),
+        t_add_(d_add_, {c.rows, c.hidden}),
+        t_gamma_(d_gamma_, {c.hidden}),
+        t_mu_(d_mu_, {c.rows}),
+        t_rs_(d_rs_, {c.rows}),
+        t_dx_(dx_out(), {c.rows, c.hidden}),
+        t_dgamma_(d_dgamma_, {c.hidden}),
+        t_dbeta_(d_dbeta_, {c.hidden}) {
+    d_dx_.poison();
+    d_dgamma_.poison();
+    d_dbeta_.poison();
+  }
+  BwdProblem(const BwdProblem&) = delete;
+  BwdProblem& operator=(const BwdProblem&) = delete;
 
-  DeviceArray d_x = DeviceArray::from_host(x, c.x_offset);
-  DeviceArray d_dz = DeviceArray::from_host(dz, c.x_offset);
-  DeviceArray d_add = DeviceArray::from_host(add, c.x_offset);
-  DeviceArray d_gamma = DeviceArray::from_host(gamma, c.gamma_offset);
-  DeviceArray d_mu = DeviceArray::from_host(float_array(mu));
-  DeviceArray d_rs = DeviceArray::from_host(float_array(rsigma));
-  DeviceArray d_dx(c.itype, n, c.x_offset);
-  DeviceArray d_dgamma(c.wtype, c.hidden, c.gamma_offset);
-  DeviceArray d_dbeta(c.wtype, c.hidden, c.gamma_offset);
-  d_dx.poison();
-  d_dgamma.poison();
-  d_dbeta.poison();
-  DeviceArray& dx_out = c.in_place ? d_dz : d_dx;
+  const BwdCase& params() const { return c_; }
 
-  TensorHandle t_x(d_x, {c.rows, c.hidden});
-  TensorHandle t_dz(d_dz, {c.rows, c.hidden});
-  TensorHandle t_add(d_add, {c.rows, c.hidden});
-  TensorHandle t_gamma(d_gamma, {c.hidden});
-  TensorHandle t_mu(d_mu, {c.rows});
-  TensorHandle t_rs(d_rs, {c.rows});
-  TensorHandle t_dx(dx_out, {c.rows, c.hidden});
-  TensorHandle t_dgamma(d_dgamma, {c.hidden});
-  TensorHandle t_dbeta(d_dbeta, {c.hidden});
-
-  auto call = [&](NVTETensor ws) {
-    if (c.add) {
-      nvte_rmsnorm_bwd_add(t_dz, t_x, t_add, t_rs, t_gamma, t_dx, t_dgamma, ws, c.multiprocessor_count,
-                           c.zero_centered_gamma, nullptr);
-    } else if (ln) {
-      nvte_layernorm_bwd(t_dz, t_x, t_mu, t_rs, t_gamma, t_dx, t_dgamma, t_dbeta, ws,
-                         c.multiprocessor_count, c.zero_centered_gamma, nullptr);
+  // The entry point of the case, with `workspace` (a size query or a real call).
+  void call(NVTETensor workspace, cudaStream_t stream = nullptr) const {
+    if (c_.add) {
+      nvte_rmsnorm_bwd_add(t_dz_, t_x_, t_add_, t_rs_, t_gamma_, t_dx_, t_dgamma_, workspace, c_.multiprocessor_count,
+                           c_.zero_centered_gamma, stream);
+    } else if (ln_) {
+      nvte_layernorm_bwd(t_dz_, t_x_, t_mu_, t_rs_, t_gamma_, t_dx_, t_dgamma_, t_dbeta_, workspace,
+                         c_.multiprocessor_count, c_.zero_centered_gamma, stream);
     } else {
-      nvte_rmsnorm_bwd(t_dz, t_x, t_rs, t_gamma, t_dx, t_dgamma, ws, c.multiprocessor_count,
-                       c.zero_centered_gamma, nullptr);
+      nvte_rmsnorm_bwd(t_dz_, t_x_, t_rs_, t_gamma_, t_dx_, t_dgamma_, workspace, c_.multiprocessor_count,
+                       c_.zero_centered_gamma, stream);
     }
-  };
-  // The two-call protocol, with the workspace NaN-poisoned: every partial must be written
-  // before it is read.
-  TensorHandle ws;
-  call(ws.get());
-  const NVTEShape shape = nvte_tensor_shape(ws);
-  EXPECT_EQ(shape.ndim, 1u);
-  EXPECT_EQ(nvte_tensor_type(ws), kNVTEByte);
-  BwdResult r;
-  r.workspace_bytes = shape.ndim == 1 ? shape.data[0] : 0;
-  DeviceBuffer ws_mem(r.workspace_bytes);
-  if (r.workspace_bytes > 0) NORMTUNE_CUDA_CHECK(cudaMemset(ws_mem.get(), 0xFF, r.workspace_bytes));
-  ws.set(ws_mem.get(), {r.workspace_bytes}, DType::kByte);
-  call(ws.get());
-  NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 
-  r.kernel = last_kernel();
-  r.dx = dx_out.to_host();
-  r.dgamma = d_dgamma.to_host();
-  if (ln) r.dbeta = d_dbeta.to_host();
+  // The outputs now (after the device is idle) and the last kernel this thread ran.
+  BwdResult outputs() const {
+    NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    BwdResult r;
+    r.kernel = last_kernel();
+    r.dx = dx_out().to_host();
+    r.dgamma = d_dgamma_.to_host();
+    if (ln_) r.dbeta = d_dbeta_.to_host();
+    return r;
+  }
 
-  if (check) {
-    const std::vector<double> xv = x.values(), dzv = dz.values(), av = add.values(), gv = gamma.values();
+  // Whether nothing was written: dgamma, dbeta and a separate dx are still NaN; an in-place
+  // dx (dz itself) still holds dz.
+  ::testing::AssertionResult untouched() const {
+    NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string what = c_.describe();
+    for (const DeviceArray* out : {&d_dx_, &d_dgamma_, &d_dbeta_}) {
+      const HostArray h = out->to_host();
+      for (size_t i = 0; i < h.count; ++i) {
+        if (!std::isnan(h.get(i))) {
+          return ::testing::AssertionFailure() << what << ": an output was written (element " << i << " = " << h.get(i) << ")";
+        }
+      }
+    }
+    if (c_.in_place) {
+      ::testing::AssertionResult same = same_bits(d_dz_.to_host(), dz_, what + " dz (in place)");
+      if (!same) return same;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // dx, dgamma (and dbeta) against the fp64 reference.
+  void check(const BwdResult& r) const {
+    const std::vector<double> xv = x_.values(), dzv = dz_.values(), av = add_.values(), gv = gamma_.values();
     reference::BwdInputs in;
-    in.norm = c.norm;
-    in.rows = static_cast<int64_t>(c.rows);
-    in.hidden = static_cast<int64_t>(c.hidden);
+    in.norm = c_.norm;
+    in.rows = static_cast<int64_t>(c_.rows);
+    in.hidden = static_cast<int64_t>(c_.hidden);
     in.dz = dzv.data();
     in.x = xv.data();
-    in.add = c.add ? av.data() : nullptr;
-    in.mu = mu.data();
-    in.rsigma = rsigma.data();
+    in.add = c_.add ? av.data() : nullptr;
+    in.mu = stats_.mu.data();
+    in.rsigma = stats_.rsigma.data();
     in.gamma = gv.data();
-    in.zero_centered_gamma = c.zero_centered_gamma;
+    in.zero_centered_gamma = c_.zero_centered_gamma;
     const reference::BwdOutputs want = reference::norm_bwd(in);
-    const std::string what = c.describe() + " kernel " + r.kernel.name;
-    EXPECT_TRUE(close_to_reference(r.dx, want.dx, {output_tolerance(c.itype).rtol, 1e-6}, what + " dx",
+    const std::string what = c_.describe() + " kernel " + r.kernel.name;
+    EXPECT_TRUE(close_to_reference(r.dx, want.dx, {output_tolerance(c_.itype).rtol, 1e-6}, what + " dx",
                                    &want.dx_scale, kFp32TermError));
-    EXPECT_TRUE(close_to_reference(r.dgamma, want.dgamma, {output_tolerance(c.wtype).rtol, 1e-6},
+    EXPECT_TRUE(close_to_reference(r.dgamma, want.dgamma, {output_tolerance(c_.wtype).rtol, 1e-6},
                                    what + " dgamma", &want.dgamma_scale, kFp32TermError));
-    if (ln) {
-      EXPECT_TRUE(close_to_reference(r.dbeta, want.dbeta, {output_tolerance(c.wtype).rtol, 1e-6},
+    if (ln_) {
+      EXPECT_TRUE(close_to_reference(r.dbeta, want.dbeta, {output_tolerance(c_.wtype).rtol, 1e-6},
                                      what + " dbeta", &want.dbeta_scale, kFp32TermError));
     }
   }
+
+ private:
+  struct Stats {
+    std::vector<double> mu, rsigma;
+  };
+  static Stats stats_of(const BwdCase& c, const HostArray& x) {
+    Stats s;
+    reference_stats(c.norm, x, c.rows, c.hidden, &s.mu, &s.rsigma);
+    return s;
+  }
+  const DeviceArray& dx_out() const { return c_.in_place ? d_dz_ : d_dx_; }
+
+  const BwdCase c_;
+  const size_t n_;
+  const bool ln_;
+  const HostArray x_, dz_, add_, gamma_;
+  const Stats stats_;
+  DeviceArray d_x_, d_dz_, d_add_, d_gamma_, d_mu_, d_rs_, d_dx_, d_dgamma_, d_dbeta_;
+  TensorHandle t_x_, t_dz_, t_add_, t_gamma_, t_mu_, t_rs_, t_dx_, t_dgamma_, t_dbeta_;
+};
+
+// Runs the case through the two-call protocol, with the workspace NaN-poisoned (every partial
+// must be written before it is read); checks dx, dgamma (and dbeta) against the reference
+// when `check` is set.
+inline BwdResult run_bwd(const BwdCase& c, bool check = true) {
+  const BwdProblem p(c);
+  TensorHandle query;
+  p.call(query.get());
+  const NVTEShape shape = nvte_tensor_shape(query);
+  EXPECT_EQ(shape.ndim, 1u);
+  EXPECT_EQ(nvte_tensor_type(query), kNVTEByte);
+  const size_t bytes = shape.ndim == 1 ? shape.data[0] : 0;
+  EXPECT_GE(bytes, 1u) << "every size the query answers is at least one byte";
+  // As TransformerEngine's binding does: a new tensor of exactly the answered shape and dtype.
+  DeviceBuffer mem(bytes);
+  if (bytes > 0) NORMTUNE_CUDA_CHECK(cudaMemset(mem.get(), 0xFF, bytes));
+  TensorHandle ws(mem.get(), {bytes}, static_cast<DType>(nvte_tensor_type(query)));
+  p.call(ws.get());
+  BwdResult r = p.outputs();
+  r.workspace_bytes = bytes;
+  if (check) p.check(r);
   return r;
 }
 

@@ -2,6 +2,10 @@
 // nvte_* call, the comparison.
 #pragma once
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include <normtune/reference.h>
 
 #include "gpu_test_util.h"
@@ -39,87 +43,146 @@ struct FwdResult {
   KernelChoice kernel;
 };
 
-// Runs the case; checks every output against the reference when `check` is set.
-inline FwdResult run_fwd(const FwdCase& c, bool check = true) {
-  const size_t n = c.rows * c.hidden;
-  const bool ln = c.norm == NormType::kLayerNorm;
-  // LayerNorm inputs get an offset so that the mean matters.
-  const HostArray x = random_array(c.itype, n, c.seed, ln ? 0.5 : 0.0, 1.0);
-  const HostArray residual = random_array(c.itype, n, c.seed + 1, 0.0, 1.0);
-  const HostArray gamma =
-      random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2);
-  const HostArray beta = random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5);
+// The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
+// with any workspace (either call of the two-call protocol), the comparison.
+class FwdProblem {
+ public:
+  explicit FwdProblem(const FwdCase& c)
+      : c_(c),
+        n_(c.rows * c.hidden),
+        ln_(c.norm == NormType::kLayerNorm),
+        // LayerNorm inputs get an offset so that the mean matters.
+        x_(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0)),
+        residual_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
+        gamma_(random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),
+        beta_(random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5)),
+        d_x_(DeviceArray::from_host(x_, c.x_offset)),
+        d_res_(DeviceArray::from_host(residual_, c.x_offset)),
+        d_gamma_(DeviceArray::from_host(gamma_, c.gamma_offset)),
+        d_beta_(DeviceArray::from_host(beta_, c.gamma_offset)),
+        d_z_(c.otype, n_, c.z_offset),
+        d_res_out_(c.itype, n_, c.x_offset),
+        d_mu_(DType::kFloat32, c.rows),
+        d_rs_(DType::kFloat32, c.rows),
+        t_x_(d_x_, {c.rows, c.hidden}),
+        t_res_(d_res_, {c.rows, c.hidden}),
+        t_res_out_(residual_out(), {c.rows, c.hidden}),
+        t_gamma_(d_gamma_, {c.hidden}),
+        t_beta_(d_beta_, {c.hidden}),
+        t_z_(d_z_, {c.rows, c.hidden}),
+        t_mu_(d_mu_, {c.rows}),
+        t_rs_(d_rs_, {c.rows}) {
+    d_z_.poison();
+    d_res_out_.poison();
+    d_mu_.poison();
+    d_rs_.poison();
+  }
+  FwdProblem(const FwdProblem&) = delete;
+  FwdProblem& operator=(const FwdProblem&) = delete;
 
-  DeviceArray dx = DeviceArray::from_host(x, c.x_offset);
-  DeviceArray dres = DeviceArray::from_host(residual, c.x_offset);
-  DeviceArray dgamma = DeviceArray::from_host(gamma, c.gamma_offset);
-  DeviceArray dbeta = DeviceArray::from_host(beta, c.gamma_offset);
-  DeviceArray dz(c.otype, n, c.z_offset);
-  DeviceArray dres_out(c.itype, n, c.x_offset);
-  DeviceArray dmu(DType::kFloat32, c.rows);
-  DeviceArray drs(DType::kFloat32, c.rows);
-  dz.poison();
-  dres_out.poison();
-  dmu.poison();
-  drs.poison();
-  DeviceArray& res_out = c.in_place ? dres : dres_out;
+  const FwdCase& params() const { return c_; }
 
-  TensorHandle tx(dx, {c.rows, c.hidden});
-  TensorHandle tres(dres, {c.rows, c.hidden});
-  TensorHandle tres_out(res_out, {c.rows, c.hidden});
-  TensorHandle tgamma(dgamma, {c.hidden});
-  TensorHandle tbeta(dbeta, {c.hidden});
-  TensorHandle tz(dz, {c.rows, c.hidden});
-  TensorHandle tmu(dmu, {c.rows});
-  TensorHandle trs(drs, {c.rows});
-
-  call_with_workspace([&](NVTETensor ws) {
-    if (c.fused_add) {
-      normtune_rmsnorm_add_fwd(tx, tres, tgamma, c.epsilon, tz, tres_out, trs, ws,
-                               c.multiprocessor_count, c.zero_centered_gamma, nullptr);
-    } else if (ln) {
-      nvte_layernorm_fwd(tx, tgamma, tbeta, c.epsilon, tz, tmu, trs, ws, c.multiprocessor_count,
-                         c.zero_centered_gamma, nullptr);
+  // The entry point of the case, with `workspace` (a size query or a real call).
+  void call(NVTETensor workspace, cudaStream_t stream = nullptr) const {
+    if (c_.fused_add) {
+      normtune_rmsnorm_add_fwd(t_x_, t_res_, t_gamma_, c_.epsilon, t_z_, t_res_out_, t_rs_, workspace,
+                               c_.multiprocessor_count, c_.zero_centered_gamma, stream);
+    } else if (ln_) {
+      nvte_layernorm_fwd(t_x_, t_gamma_, t_beta_, c_.epsilon, t_z_, t_mu_, t_rs_, workspace, c_.multiprocessor_count,
+                         c_.zero_centered_gamma, stream);
     } else {
-      nvte_rmsnorm_fwd(tx, tgamma, c.epsilon, tz, trs, ws, c.multiprocessor_count,
-                       c.zero_centered_gamma, nullptr);
+      nvte_rmsnorm_fwd(t_x_, t_gamma_, c_.epsilon, t_z_, t_rs_, workspace, c_.multiprocessor_count,
+                       c_.zero_centered_gamma, stream);
     }
-  });
-  NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 
-  FwdResult r;
-  r.kernel = last_kernel();
-  r.z = dz.to_host();
-  r.rsigma = drs.to_host();
-  if (ln) r.mu = dmu.to_host();
-  if (c.fused_add) r.residual_out = res_out.to_host();
+  // The outputs now (after the device is idle) and the last kernel this thread ran.
+  FwdResult outputs() const {
+    NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    FwdResult r;
+    r.kernel = last_kernel();
+    r.z = d_z_.to_host();
+    r.rsigma = d_rs_.to_host();
+    if (ln_) r.mu = d_mu_.to_host();
+    if (c_.fused_add) r.residual_out = residual_out().to_host();
+    return r;
+  }
 
-  if (check) {
-    const std::vector<double> xv = x.values(), rv = residual.values(), gv = gamma.values(),
-                              bv = beta.values();
+  // Whether nothing was written: every poisoned output is still NaN, and an in-place
+  // residual_out (the residual itself) still holds the residual.
+  ::testing::AssertionResult untouched() const {
+    NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string what = c_.describe();
+    for (const DeviceArray* out : {&d_z_, &d_mu_, &d_rs_, &d_res_out_}) {
+      const HostArray h = out->to_host();
+      for (size_t i = 0; i < h.count; ++i) {
+        if (!std::isnan(h.get(i))) {
+          return ::testing::AssertionFailure() << what << ": an output was written (element " << i << " = " << h.get(i) << ")";
+        }
+      }
+    }
+    if (c_.in_place) {
+      ::testing::AssertionResult same = same_bits(d_res_.to_host(), residual_, what + " residual (in place)");
+      if (!same) return same;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // x + residual, added in fp32 and rounded once to x's type, on the host: what residual_out
+  // must hold, bit for bit.
+  HostArray residual_sum() const {
+    HostArray sum(c_.itype, n_);
+    for (size_t i = 0; i < n_; ++i) {
+      sum.set(i, static_cast<double>(static_cast<float>(x_.get(i)) + static_cast<float>(residual_.get(i))));
+    }
+    return sum;
+  }
+
+  // Every output against the fp64 reference.
+  void check(const FwdResult& r) const {
+    const std::vector<double> xv = x_.values(), rv = residual_.values(), gv = gamma_.values(), bv = beta_.values();
     reference::FwdInputs in;
-    in.norm = c.norm;
-    in.rows = static_cast<int64_t>(c.rows);
-    in.hidden = static_cast<int64_t>(c.hidden);
+    in.norm = c_.norm;
+    in.rows = static_cast<int64_t>(c_.rows);
+    in.hidden = static_cast<int64_t>(c_.hidden);
     in.x = xv.data();
-    in.residual = c.fused_add ? rv.data() : nullptr;
+    in.residual = c_.fused_add ? rv.data() : nullptr;
     in.gamma = gv.data();
     in.beta = bv.data();
-    in.epsilon = c.epsilon;
-    in.zero_centered_gamma = c.zero_centered_gamma;
-    in.itype = c.itype;
+    in.epsilon = c_.epsilon;
+    in.zero_centered_gamma = c_.zero_centered_gamma;
+    in.itype = c_.itype;
     const reference::FwdOutputs want = reference::norm_fwd(in);
-    const std::string what = c.describe() + " kernel " + r.kernel.name;
-    EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c.otype), what + " z"));
+    const std::string what = c_.describe() + " kernel " + r.kernel.name;
+    EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c_.otype), what + " z"));
     EXPECT_TRUE(close_to_reference(r.rsigma, want.rsigma, stat_tolerance(), what + " rsigma"));
-    if (ln) {
+    if (ln_) {
       EXPECT_TRUE(close_to_reference(r.mu, want.mu, stat_tolerance(), what + " mu"));
     }
-    if (c.fused_add) {
+    if (c_.fused_add) {
       // residual_out is x + residual in fp32 rounded to x's type: exact.
       EXPECT_TRUE(close_to_reference(r.residual_out, want.residual_out, {0, 0}, what + " residual_out"));
     }
   }
+
+ private:
+  const DeviceArray& residual_out() const { return c_.in_place ? d_res_ : d_res_out_; }
+
+  const FwdCase c_;
+  const size_t n_;
+  const bool ln_;
+  const HostArray x_, residual_, gamma_, beta_;
+  DeviceArray d_x_, d_res_, d_gamma_, d_beta_, d_z_, d_res_out_, d_mu_, d_rs_;
+  TensorHandle t_x_, t_res_, t_res_out_, t_gamma_, t_beta_, t_z_, t_mu_, t_rs_;
+};
+
+// Runs the case through the two-call workspace protocol; checks every output against the
+// reference when `check` is set.
+inline FwdResult run_fwd(const FwdCase& c, bool check = true) {
+  const FwdProblem p(c);
+  call_with_workspace([&](NVTETensor ws) { p.call(ws); });
+  FwdResult r = p.outputs();
+  if (check) p.check(r);
   return r;
 }
 

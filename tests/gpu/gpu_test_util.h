@@ -221,16 +221,28 @@ inline std::string tuned_entry_name(const ::testing::TestParamInfo<const KernelE
   return arch.substr(0, 2) + arch.substr(3) + "_" + info.param->name;
 }
 
-// Workspace per TransformerEngine's protocol: the query call first, then the real one.
+// The answer of a size query: the workspace's shape must be [bytes] with bytes >= 1 and its
+// dtype byte (TransformerEngine 2.18's protocol); returns bytes (0 when the answer is malformed,
+// after recording the failure).
+inline size_t answered_workspace_bytes(NVTETensor ws) {
+  const NVTEShape shape = nvte_tensor_shape(ws);
+  EXPECT_EQ(shape.ndim, 1u) << "the size query answers a 1-D shape";
+  EXPECT_EQ(nvte_tensor_type(ws), kNVTEByte) << "the size query answers dtype byte";
+  if (shape.ndim != 1) return 0;
+  EXPECT_GE(shape.data[0], 1u) << "every size the query answers is at least one byte";
+  return shape.data[0];
+}
+
+// Workspace per TransformerEngine's protocol, as its PyTorch binding runs it: the query with a
+// default tensor, then a new tensor of exactly the answered shape and dtype, and the real call.
 template <typename Call>
 void call_with_workspace(Call&& call) {
-  TensorHandle ws;
-  call(ws.get());  // size query
-  const NVTEShape shape = nvte_tensor_shape(ws);
-  size_t bytes = 1;
-  for (size_t i = 0; i < shape.ndim; ++i) bytes *= shape.data[i];
+  TensorHandle query;
+  call(query.get());  // size query
+  const size_t bytes = answered_workspace_bytes(query);
+  ASSERT_GE(bytes, 1u);
   DeviceBuffer mem(bytes);
-  ws.set(mem.get(), std::vector<size_t>(shape.data, shape.data + shape.ndim), DType::kByte);
+  TensorHandle ws(mem.get(), {bytes}, static_cast<DType>(nvte_tensor_type(query)));
   call(ws.get());
 }
 

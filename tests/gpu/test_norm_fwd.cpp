@@ -9,7 +9,8 @@
 #include <normtune/tuning.h>
 
 #include "fwd_case.h"
-#include "normalization/src/norm_fwd_args.h"
+#include "normalization/src/kernels/norm_fwd_args.h"
+#include "protocol.h"
 
 namespace normtune::test {
 namespace {
@@ -195,7 +196,7 @@ TEST_F(NormFwdGpu, TunedAndGeneralAgreeWithinOneUnit) {
   for (DType t : kWide) {
     for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
       for (uint32_t hidden : {1024u, 7168u}) {
-        NormKey key{norm, Stage::kForward, t, t, t, DType::kFloat32, hidden, ScalingMode::kNone, 0};
+        const NormKey key = make_key(norm, Stage::kForward, t, t, t, hidden);
         const size_t rows = 50, n = rows * hidden;
         const HostArray x = random_array(t, n, hidden, 0.3), g = random_array(t, hidden, 9, 1.0, 0.2),
                         b = random_array(t, hidden, 10);
@@ -253,13 +254,98 @@ TEST_F(NormFwdGpu, WorkspaceProtocol) {
   nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, nullptr);  // query
   const NVTEShape shape = nvte_tensor_shape(ws);
   ASSERT_EQ(shape.ndim, 1u);
-  EXPECT_EQ(shape.data[0], 0u);
+  EXPECT_EQ(shape.data[0], 1u);  // the forward needs none: the smallest answer, one byte
   EXPECT_EQ(nvte_tensor_type(ws), kNVTEByte);
   // A workspace of another size is an error.
   DeviceBuffer wrong(64);
   TensorHandle bad(wrong.get(), {64}, DType::kByte);
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, bad, 0, false, nullptr); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace'")));
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape [1] and dtype byte "
+                                                        "given by the size query, got shape [64] dtype byte")));
+}
+
+// ---- TransformerEngine's two-call protocol, as its PyTorch binding runs it (protocol.h) ----
+FwdCase protocol_case(NormType norm, bool fused_add, bool in_place, DType w, DType i, DType o, size_t rows,
+                      size_t hidden) {
+  FwdCase c;
+  c.norm = norm;
+  c.fused_add = fused_add;
+  c.in_place = in_place;
+  c.wtype = w;
+  c.itype = i;
+  c.otype = o;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.seed = static_cast<uint32_t>(rows * 131 + hidden);
+  // The binding passes the SM count less a margin.
+  c.multiprocessor_count = device_info(current_device()).sm_count - 2;
+  return c;
+}
+
+struct FwdEntryPoint {
+  NormType norm;
+  bool fused_add, in_place;
+};
+constexpr FwdEntryPoint kFwdEntryPoints[] = {
+    {NormType::kRMSNorm, false, false},  // nvte_rmsnorm_fwd
+    {NormType::kLayerNorm, false, false},  // nvte_layernorm_fwd
+    {NormType::kRMSNorm, true, false},  // normtune_rmsnorm_add_fwd
+    {NormType::kRMSNorm, true, true},  // normtune_rmsnorm_add_fwd, residual_out is residual
+};
+
+TEST_F(NormFwdGpu, TransformerEngineProtocolEveryEntryPoint) {
+  struct Types {
+    DType w, i, o;
+    size_t rows, hidden;
+  };
+  // A tuned shape, a general one, narrowed outputs and a streamed (long) row.
+  for (const Types t : {Types{DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, 37, 4096},
+                        Types{DType::kFloat16, DType::kFloat16, DType::kFloat16, 5, 1000},
+                        Types{DType::kFloat32, DType::kFloat32, DType::kBFloat16, 9, 7168},
+                        Types{DType::kFloat32, DType::kBFloat16, DType::kBFloat16, 3, 65536}}) {
+    for (const FwdEntryPoint e : kFwdEntryPoints) {
+      const FwdProblem p(protocol_case(e.norm, e.fused_add, e.in_place, t.w, t.i, t.o, t.rows, t.hidden));
+      const FwdResult r = check_workspace_protocol(p);
+      if (e.fused_add) {
+        EXPECT_TRUE(same_bits(r.residual_out, p.residual_sum(), p.params().describe() + " residual_out"));
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Queried first and then run in place, the residual is added exactly once: a query that
+// launched (or a real call run twice) would leave x + x + residual.
+TEST_F(NormFwdGpu, InPlaceFusedAddUnderTheTwoCallProtocolAddsOnce) {
+  for (DType t : kWide) {
+    for (size_t hidden : {size_t{4096}, size_t{111}, size_t{20000}}) {
+      const FwdProblem p(protocol_case(NormType::kRMSNorm, true, true, t, t, t, 33, hidden));
+      TensorHandle query;
+      p.call(query.get());
+      const size_t bytes = answered_workspace_bytes(query);
+      ASSERT_GE(bytes, 1u);
+      EXPECT_TRUE(p.untouched()) << "the query changed the residual or wrote an output";
+      DeviceBuffer mem(bytes);
+      TensorHandle ws(mem.get(), {bytes}, static_cast<DType>(nvte_tensor_type(query)));
+      p.call(ws.get());
+      const FwdResult r = p.outputs();
+      EXPECT_TRUE(same_bits(r.residual_out, p.residual_sum(), p.params().describe() + " residual_out"));
+      p.check(r);
+    }
+  }
+}
+
+// The query answers from shapes and dtypes alone: data pointers are checked on the real call.
+TEST_F(NormFwdGpu, QueryDoesNotLookAtTheData) {
+  TensorHandle x(nullptr, {8, 4096}, DType::kBFloat16), g(nullptr, {4096}, DType::kBFloat16),
+      z(nullptr, {8, 4096}, DType::kBFloat16), rs(nullptr, {8}, DType::kFloat32);
+  TensorHandle query;
+  EXPECT_EQ(kernel_run_by([&] { nvte_rmsnorm_fwd(x, g, 1e-5f, z, rs, query, 0, false, nullptr); }).name, "");
+  EXPECT_EQ(answered_workspace_bytes(query), 1u);
+  DeviceBuffer mem(1);
+  TensorHandle ws(mem.get(), {1}, DType::kByte);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, g, 1e-5f, z, rs, ws, 0, false, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("argument 'x': expected a device pointer to 32768 elements, got NULL")));
 }
 
 TEST_F(NormFwdGpu, RejectedCallWritesNothing) {
@@ -280,8 +366,10 @@ TEST_F(NormFwdGpu, RejectedCallWritesNothing) {
 TEST_F(NormFwdGpu, ClusterSplitRows) {
   if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
-    for (const FwdPlan& plan : {FwdPlan{4, 256, 4, 1, true}, FwdPlan{4, 256, 4, 1, false},
-                                FwdPlan{8, 512, 2, 1, true}}) {
+    for (const FwdPlan& plan :
+         {FwdPlan{.vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4, .rows_per_cta = 1, .persistent = true},
+          FwdPlan{.vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4, .rows_per_cta = 1, .persistent = false},
+          FwdPlan{.vecs_per_thread = 8, .threads_per_row = 512, .ctas_per_row = 2, .rows_per_cta = 1, .persistent = true}}) {
       ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
       FwdCase c;
       c.norm = norm;

@@ -124,6 +124,16 @@ constexpr auto& plan_fields() {
   }
 }
 
+// The plan with every field that does not apply to its layout at its default: two plans
+// that run the same kernel are then equal (a tuned line must be canonical).
+template <typename Plan>
+constexpr Plan canonical(Plan plan) {
+  for (const PlanField<Plan>& f : plan_fields<Plan>()) {
+    if (!f.applies(plan)) f.set(plan, f.get(Plan{}));
+  }
+  return plan;
+}
+
 // "(.layout = FwdLayout::kRegisters, .vecs_per_thread = 4, ...)": a tuned line's config;
 // fields that do not apply to the layout are left out (their defaults stand).
 std::string def_config(const FwdPlan& plan);
@@ -135,7 +145,8 @@ std::string config_string(const BwdPlan& plan);
 std::string name_tags(const FwdPlan& plan);
 std::string name_tags(const BwdPlan& plan);
 
-// The complete `.def` line for a tuned entry (what `normtune tune` prints):
+// The complete `.def` line for a tuned entry (what `normtune tune` prints). The key must be
+// an entry key without scaling or flags (a table line has no field for them).
 //   NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 1024, (<def_config>), (<provenance>))
 std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance);
 std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance);

@@ -51,20 +51,24 @@ void add_unique(std::vector<DType>& v, DType t) {
   v.push_back(t);
 }
 
-// The dtypes the op's type list allows for an argument of rule `rule`, given x's and gamma's.
+// The dtype a type-list line gives an argument of rule `rule`, if the line applies given
+// x's and gamma's dtypes (kInputType: every line; kWeightType: lines of x's dtype;
+// kOutputType: lines of x's and gamma's).
+bool list_dtype(const TypeCombo& c, DTypeRule rule, DType x, DType gamma, DType* out) {
+  switch (rule) {
+    case DTypeRule::kInputType: *out = c.itype; return true;
+    case DTypeRule::kWeightType: *out = c.wtype; return c.itype == x;
+    case DTypeRule::kOutputType: *out = c.otype; return c.itype == x && c.wtype == gamma;
+    default: return false;
+  }
+}
+
+// The dtypes the op's type list allows for an argument (for the message of a rejected call).
 std::vector<DType> allowed_dtypes(Stage stage, DTypeRule rule, DType x, DType gamma) {
   std::vector<DType> out;
   for (const TypeCombo& c : supported_type_list(stage)) {
-    switch (rule) {
-      case DTypeRule::kInputType: add_unique(out, c.itype); break;
-      case DTypeRule::kWeightType:
-        if (c.itype == x) add_unique(out, c.wtype);
-        break;
-      case DTypeRule::kOutputType:
-        if (c.itype == x && c.wtype == gamma) add_unique(out, c.otype);
-        break;
-      default: break;
-    }
+    DType d;
+    if (list_dtype(c, rule, x, gamma, &d)) add_unique(out, d);
   }
   return out;
 }
@@ -75,10 +79,12 @@ void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, D
     case DTypeRule::kInputType:
     case DTypeRule::kWeightType:
     case DTypeRule::kOutputType: {
-      const std::vector<DType> allowed = allowed_dtypes(spec.stage, a.dtype, x, gamma);
-      for (DType d : allowed) {
-        if (d == t.dtype) return;
+      // No allocation on the path of an accepted call: the list is searched in place.
+      for (const TypeCombo& c : supported_type_list(spec.stage)) {
+        DType d;
+        if (list_dtype(c, a.dtype, x, gamma, &d) && d == t.dtype) return;
       }
+      const std::vector<DType> allowed = allowed_dtypes(spec.stage, a.dtype, x, gamma);
       const bool quantized = is_fp8(t.dtype) || is_fp4(t.dtype);
       NORMTUNE_CHECK_ARG(false, a.name, dtype_choices(allowed, x, a.dtype != DTypeRule::kInputType),
                          detail::concat(dtype_name(t.dtype),

@@ -58,6 +58,9 @@ std::string name_tags_of(const Plan& plan) {
 
 template <typename Plan>
 std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance& pv) {
+  NORMTUNE_CHECK(key.scaling == ScalingMode::kNone && key.flags == 0 && key.hidden_size != kAnyHiddenSize,
+                 "tuned_table_line: a table line has an exact hidden size and no scaling or flags; got ",
+                 to_string(key));
   char time[32];
   std::snprintf(time, sizeof(time), "%.2f", pv.time_us);
   return detail::concat("NORMTUNE_TUNED(", norm_type_name(key.norm), ", ", stage_name(key.stage), ", ",

@@ -89,6 +89,7 @@ void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance
   using Plan = std::remove_cvref_t<decltype(kPlan)>;
   static_assert(std::is_same_v<Plan, BwdPlan> == is_backward(Traits::kStage),
                 "a forward line needs a FwdPlan config, a backward line a BwdPlan");
+  static_assert(kPlan == canonical(kPlan), "a tuned line sets a field its layout does not use");
   KernelEntry e;
   e.key = key_of<Traits>(kHidden);
   e.arch = arch;

@@ -1,0 +1,521 @@
+// The tables the library is built from, checked against each other (no GPU needed):
+//   - the op table (kOps) and its lookups;
+//   - plans as text (def_config, config_string, name_tags, tuned_table_line) from the plan
+//     field tables, and the planner (every heuristic plan and every tuner candidate fits);
+//   - the type lists (supported_types) against the general registry entries they generate;
+//   - every tuned entry against its op, its type list, its plan and its line in the tuned
+//     table (registry/tuned/<arch>.def), which tuned_table_line reproduces;
+//   - zero-centered gamma (a run-time flag) selecting the entry of the plain key.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <normtune/common/dtype.h>
+#include <normtune/common/error.h>
+#include <normtune/normtune.h>
+#include <normtune/registry/norm_key.h>
+#include <normtune/registry/op.h>
+#include <normtune/registry/registry.h>
+#include <normtune/tuning.h>
+
+#include "normalization/src/kernels/norm_bwd_args.h"
+#include "normalization/src/kernels/norm_fwd_args.h"
+
+#ifndef NORMTUNE_SOURCE_DIR
+#error "tests/CMakeLists.txt defines NORMTUNE_SOURCE_DIR (the tuned tables are read from the source tree)"
+#endif
+
+namespace normtune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+// ---- the op table -----------------------------------------------------------------------
+TEST(OpTable, LookupsByNameAndByNormAndStageAgree) {
+  EXPECT_EQ(kNumOps, 6u);
+  for (const OpInfo& op : kOps) {
+    EXPECT_EQ(find_op(op.name), &op) << op.name;
+    EXPECT_EQ(&op_of(op.norm, op.stage), &op) << op.name;
+    // Kernel names start with the op's kernel name; the C function is a real entry point name.
+    EXPECT_THAT(std::string(op.c_function), ::testing::AnyOf(::testing::StartsWith("nvte_"),
+                                                             ::testing::StartsWith("normtune_")));
+    EXPECT_THAT(std::string(op.kernel_name), ::testing::StartsWith(op.norm == NormType::kRMSNorm ? "rmsnorm" : "layernorm"));
+  }
+  EXPECT_EQ(find_op("nope"), nullptr);
+  EXPECT_EQ(find_op(""), nullptr);
+  EXPECT_EQ(find_op("rmsnorm_"), nullptr);  // whole names only
+  EXPECT_EQ(find_op("rmsnorm_bwd_add")->stage, Stage::kBackwardAdd);
+  EXPECT_EQ(find_op("layernorm")->norm, NormType::kLayerNorm);
+}
+
+TEST(OpTable, OpOfAnUncomputedPairIsAnError) {
+  EXPECT_THAT([] { (void)op_of(NormType::kLayerNorm, Stage::kForwardAdd); },
+              ThrowsMessage<Error>(HasSubstr("no op computes LayerNorm ForwardAdd")));
+  EXPECT_THAT([] { (void)op_of(NormType::kLayerNorm, Stage::kBackwardAdd); },
+              ThrowsMessage<Error>(HasSubstr("no op computes LayerNorm BackwardAdd")));
+}
+
+TEST(OpTable, Names) {
+  EXPECT_EQ(op_names(true, false), "rmsnorm, layernorm, rmsnorm_add");
+  EXPECT_EQ(op_names(false, true), "rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add");
+  EXPECT_EQ(op_names(true, true), "rmsnorm, layernorm, rmsnorm_add, rmsnorm_bwd, layernorm_bwd, rmsnorm_bwd_add");
+  EXPECT_EQ(op_names(false, false), "");
+}
+
+// ---- plans as text ----------------------------------------------------------------------
+TEST(PlanText, ForwardRegisters) {
+  const FwdPlan plan{.vecs_per_thread = 4, .threads_per_row = 224};
+  EXPECT_EQ(def_config(plan),
+            "(.layout = FwdLayout::kRegisters, .vecs_per_thread = 4, .threads_per_row = 224, .ctas_per_row = 1, "
+            ".rows_per_cta = 1, .persistent = true)");
+  EXPECT_EQ(config_string(plan),
+            "layout=registers vecs_per_thread=4 threads_per_row=224 ctas_per_row=1 rows_per_cta=1 persistent=true");
+  EXPECT_EQ(name_tags(plan), "_n4_g224_c1_r1_p");
+
+  const FwdPlan grid{.vecs_per_thread = 2, .threads_per_row = 16, .ctas_per_row = 1, .rows_per_cta = 8,
+                     .persistent = false};
+  EXPECT_EQ(def_config(grid),
+            "(.layout = FwdLayout::kRegisters, .vecs_per_thread = 2, .threads_per_row = 16, .ctas_per_row = 1, "
+            ".rows_per_cta = 8, .persistent = false)");
+  EXPECT_EQ(config_string(grid),
+            "layout=registers vecs_per_thread=2 threads_per_row=16 ctas_per_row=1 rows_per_cta=8 persistent=false");
+  EXPECT_EQ(name_tags(grid), "_n2_g16_c1_r8");  // no "_p": not persistent
+
+  const FwdPlan cluster{.vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4};
+  EXPECT_EQ(name_tags(cluster), "_n4_g256_c4_r1_p");
+}
+
+TEST(PlanText, ForwardStreamingLeavesOutVecsPerThread) {
+  const FwdPlan plan{.layout = FwdLayout::kStreaming, .threads_per_row = 512};
+  EXPECT_EQ(def_config(plan),
+            "(.layout = FwdLayout::kStreaming, .threads_per_row = 512, .ctas_per_row = 1, .rows_per_cta = 1, "
+            ".persistent = true)");
+  EXPECT_EQ(config_string(plan), "layout=streaming threads_per_row=512 ctas_per_row=1 rows_per_cta=1 persistent=true");
+  EXPECT_EQ(name_tags(plan), "_streaming_g512_c1_r1_p");
+}
+
+TEST(PlanText, Backward) {
+  const BwdPlan plan{.vecs_per_thread = 2, .threads_per_row = 64, .rows_per_cta = 2};
+  EXPECT_EQ(def_config(plan),
+            "(.layout = BwdLayout::kRegisters, .vecs_per_thread = 2, .threads_per_row = 64, .rows_per_cta = 2)");
+  EXPECT_EQ(config_string(plan), "layout=registers vecs_per_thread=2 threads_per_row=64 rows_per_cta=2");
+  EXPECT_EQ(name_tags(plan), "_n2_g64_r2");
+
+  const BwdPlan columns{.layout = BwdLayout::kColumns};
+  EXPECT_EQ(def_config(columns), "(.layout = BwdLayout::kColumns)");
+  EXPECT_EQ(config_string(columns), "layout=columns");
+  EXPECT_EQ(name_tags(columns), "_columns");
+}
+
+TEST(PlanText, TunedTableLine) {
+  const Provenance pv{.device = "NVIDIA H200", .date = "2026-11-30", .time_us = 12.34, .tool = "normtune tune 0.1.0"};
+  EXPECT_EQ(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                                      DType::kBFloat16, 7168),
+                             FwdPlan{.vecs_per_thread = 4, .threads_per_row = 224}, pv),
+            "NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 7168, (.layout = FwdLayout::kRegisters, "
+            ".vecs_per_thread = 4, .threads_per_row = 224, .ctas_per_row = 1, .rows_per_cta = 1, .persistent = true), "
+            "(.device = \"NVIDIA H200\", .date = \"2026-11-30\", .time_us = 12.34, .tool = \"normtune tune 0.1.0\"))");
+  EXPECT_EQ(tuned_table_line(make_key(NormType::kLayerNorm, Stage::kBackward, DType::kFloat32, DType::kFloat16,
+                                      DType::kFloat16, 65536),
+                             BwdPlan{.layout = BwdLayout::kColumns}, pv),
+            "NORMTUNE_TUNED(LayerNorm, Backward, fp32, fp16, fp16, fp32, 65536, (.layout = BwdLayout::kColumns), "
+            "(.device = \"NVIDIA H200\", .date = \"2026-11-30\", .time_us = 12.34, .tool = \"normtune tune 0.1.0\"))");
+  EXPECT_EQ(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kBackwardAdd, DType::kBFloat16, DType::kBFloat16,
+                                      DType::kBFloat16, 2048),
+                             BwdPlan{.vecs_per_thread = 2, .threads_per_row = 128, .rows_per_cta = 1},
+                             Provenance{.device = "", .date = "2026-11-30", .time_us = 0, .tool = "t"}),
+            "NORMTUNE_TUNED(RMSNorm, BackwardAdd, bf16, bf16, bf16, fp32, 2048, (.layout = BwdLayout::kRegisters, "
+            ".vecs_per_thread = 2, .threads_per_row = 128, .rows_per_cta = 1), "
+            "(.device = \"\", .date = \"2026-11-30\", .time_us = 0.00, .tool = \"t\"))");
+}
+
+// A config string back into a plan, through the same field table that printed it.
+template <typename Plan>
+::testing::AssertionResult parse_config(const std::string& text, Plan* plan) {
+  *plan = Plan{};
+  std::istringstream in(text);
+  std::string token;
+  std::set<std::string> seen;
+  while (in >> token) {
+    const size_t eq = token.find('=');
+    if (eq == std::string::npos) return ::testing::AssertionFailure() << "'" << token << "' is not name=value in '" << text << "'";
+    const std::string name = token.substr(0, eq), value = token.substr(eq + 1);
+    if (!seen.insert(name).second) return ::testing::AssertionFailure() << "field '" << name << "' twice in '" << text << "'";
+    const PlanField<Plan>* field = nullptr;
+    for (const PlanField<Plan>& f : plan_fields<Plan>()) {
+      if (name == f.name) field = &f;
+    }
+    if (field == nullptr) return ::testing::AssertionFailure() << "no field '" << name << "' in '" << text << "'";
+    int v = -1;
+    if (field->enum_name != nullptr) {
+      for (int e = 0; e < 8 && v < 0; ++e) {
+        if (value == field->enum_name(e, false)) v = e;
+      }
+    } else if (field->is_bool) {
+      v = value == "true" ? 1 : value == "false" ? 0 : -1;
+    } else if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+      v = std::atoi(value.c_str());
+    }
+    if (v < 0) return ::testing::AssertionFailure() << "bad value '" << value << "' of '" << name << "' in '" << text << "'";
+    field->set(*plan, v);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(PlanText, ConfigStringsRoundTripThroughTheFieldTables) {
+  for (int hidden : {128, 1000, 4096, 7168, 16384}) {
+    for (const FwdPlan& plan : forward_plan_candidates(hidden, 8, 32)) {
+      FwdPlan back;
+      ASSERT_TRUE(parse_config(config_string(plan), &back));
+      EXPECT_EQ(back, plan) << config_string(plan);
+    }
+    for (const BwdPlan& plan : backward_plan_candidates(hidden, 8, 32)) {
+      BwdPlan back;
+      ASSERT_TRUE(parse_config(config_string(plan), &back));
+      EXPECT_EQ(back, plan) << config_string(plan);
+    }
+  }
+  FwdPlan streaming;
+  ASSERT_TRUE(parse_config("layout=streaming threads_per_row=512 ctas_per_row=2 rows_per_cta=1 persistent=false", &streaming));
+  EXPECT_EQ(streaming, (FwdPlan{.layout = FwdLayout::kStreaming, .threads_per_row = 512, .ctas_per_row = 2, .persistent = false}));
+}
+
+// ---- the planner ------------------------------------------------------------------------
+TEST(Planner, ThreadsPerRow) {
+  EXPECT_EQ(threads_per_row_for(16, 4, 32), 4);    // a power of two below the warp
+  EXPECT_EQ(threads_per_row_for(17, 4, 32), 8);
+  EXPECT_EQ(threads_per_row_for(1, 4, 32), 1);
+  EXPECT_EQ(threads_per_row_for(896, 4, 32), 224);  // whole warps
+  EXPECT_EQ(threads_per_row_for(897, 4, 32), 256);
+  EXPECT_EQ(threads_per_row_for(897, 4, 64), 256);
+  EXPECT_EQ(threads_per_row_for(900, 4, 64), 256);
+  EXPECT_EQ(threads_per_row_for(1000, 4, 64), 256);
+  EXPECT_EQ(threads_per_row_for(1100, 4, 64), 320);
+}
+
+TEST(Planner, EveryCandidateFits) {
+  for (int vec : {8, 4}) {
+    for (int hidden = 128; hidden <= 16384; ++hidden) {
+      const std::vector<FwdPlan> fwd = forward_plan_candidates(hidden, vec, 32);
+      ASSERT_FALSE(fwd.empty()) << "hidden " << hidden << " vec " << vec;
+      for (size_t i = 0; i < fwd.size(); ++i) {
+        const FwdPlan& p = fwd[i];
+        ASSERT_TRUE(plan_fits(p, hidden, vec, false)) << hidden << " vec " << vec << ": " << config_string(p);
+        ASSERT_TRUE(plan_fits(p, hidden, vec, true)) << hidden << " vec " << vec << ": " << config_string(p);
+        ASSERT_LE(p.threads_per_row * p.rows_per_cta * p.ctas_per_row, kMaxCtaThreads * kMaxCtasPerRow);
+        ASSERT_EQ(std::count(fwd.begin(), fwd.end(), p), 1) << "duplicate candidate " << config_string(p);
+      }
+      const std::vector<BwdPlan> bwd = backward_plan_candidates(hidden, vec, 32);
+      ASSERT_FALSE(bwd.empty());
+      EXPECT_EQ(bwd.front(), BwdPlan{.layout = BwdLayout::kColumns});
+      for (const BwdPlan& p : bwd) {
+        ASSERT_TRUE(plan_fits(p, hidden, vec)) << hidden << " vec " << vec << ": " << config_string(p);
+        ASSERT_EQ(std::count(bwd.begin(), bwd.end(), p), 1) << "duplicate candidate " << config_string(p);
+      }
+    }
+  }
+}
+
+TEST(Planner, TheHeuristicIsOneOfTheCandidates) {
+  // What `normtune tune` times includes the built-in choice, so tuning never loses to it.
+  for (int hidden = 128; hidden <= 16384; hidden += 8) {
+    const FwdPlan fwd = plan_forward(hidden, 8, false);
+    if (fwd.layout == FwdLayout::kRegisters) {
+      const auto c = forward_plan_candidates(hidden, 8, 32);
+      EXPECT_NE(std::find(c.begin(), c.end(), fwd), c.end()) << "hidden " << hidden << ": " << config_string(fwd);
+    }
+    const BwdPlan bwd = plan_backward(hidden, 8);
+    const auto c = backward_plan_candidates(hidden, 8, 32);
+    EXPECT_NE(std::find(c.begin(), c.end(), bwd), c.end()) << "hidden " << hidden << ": " << config_string(bwd);
+  }
+}
+
+// Hidden sizes 1..300000: every one up to 20000, then a stride, plus the layout boundaries.
+std::vector<int> sample_hidden_sizes() {
+  std::vector<int> out;
+  for (int h = 1; h <= 20000; ++h) out.push_back(h);
+  for (int h = 20001; h <= 300000; h += 97) out.push_back(h);
+  for (int edge : {4 * kMaxCtaThreads, 8 * kMaxCtaThreads, 16 * kMaxCtaThreads, 32 * kMaxCtaThreads, 65536, 131072,
+                   262144, 300000}) {
+    for (int d : {-1, 0, 1}) out.push_back(edge + d);
+  }
+  return out;
+}
+
+TEST(Planner, HeuristicPlansFit) {
+  for (int h : sample_hidden_sizes()) {
+    for (int vec : {1, 2, 4, 8}) {
+      for (bool clusters : {false, true}) {
+        const FwdPlan p = plan_forward(h, vec, clusters);
+        ASSERT_TRUE(plan_fits(p, h, vec, clusters)) << "hidden " << h << " vec " << vec << ": " << config_string(p);
+        ASSERT_LE(p.threads_per_row * p.rows_per_cta, kMaxCtaThreads) << h;
+        if (vec == 1 && p.layout == FwdLayout::kRegisters) {
+          // The general kernel's only scalar registers variant (norm_fwd_launch.cuh).
+          ASSERT_EQ(p.vecs_per_thread, 8) << h;
+        }
+      }
+      const BwdPlan b = plan_backward(h, vec);
+      ASSERT_TRUE(plan_fits(b, h, vec)) << "hidden " << h << " vec " << vec << ": " << config_string(b);
+      if (b.layout == BwdLayout::kRegisters) {
+        ASSERT_LE(b.threads_per_row * b.rows_per_cta, kMaxCtaThreads) << h;
+        // The general kernel's variants (norm_bwd_launch.cuh): 1, 2, 4 vectors, or 8 scalars.
+        if (vec == 1) {
+          ASSERT_EQ(b.vecs_per_thread, 8) << h;
+        } else {
+          ASSERT_TRUE(b.vecs_per_thread == 1 || b.vecs_per_thread == 2 || b.vecs_per_thread == 4) << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(Planner, FitRejectsPlansThatCannotRun) {
+  // Does not cover the row.
+  EXPECT_FALSE(plan_fits(FwdPlan{.vecs_per_thread = 1, .threads_per_row = 32}, 4096, 8, false));
+  // Too many threads per CTA.
+  EXPECT_FALSE(plan_fits(FwdPlan{.vecs_per_thread = 4, .threads_per_row = 512, .rows_per_cta = 2}, 4096, 8, false));
+  // Not a power of two below the warp, not whole warps.
+  EXPECT_FALSE(plan_fits(FwdPlan{.vecs_per_thread = 4, .threads_per_row = 48}, 1024, 8, false));
+  // A cluster without cluster support.
+  const FwdPlan cluster{.vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4};
+  EXPECT_FALSE(plan_fits(cluster, 32768, 8, false));
+  EXPECT_TRUE(plan_fits(cluster, 32768, 8, true));
+  // Scalar (unaligned) rows need 8 elements per thread.
+  EXPECT_FALSE(plan_fits(FwdPlan{.vecs_per_thread = 4, .threads_per_row = 512}, 1024, 1, false));
+  EXPECT_FALSE(plan_fits(BwdPlan{.vecs_per_thread = 1, .threads_per_row = 32}, 4096, 8));
+  EXPECT_FALSE(plan_fits(BwdPlan{.vecs_per_thread = 4, .threads_per_row = 128}, 4096, 1));
+  EXPECT_TRUE(plan_fits(BwdPlan{.layout = BwdLayout::kColumns}, 1000000, 1));
+}
+
+TEST(Planner, OverridesApplyOnlyWhenThePlanFits) {
+  const FwdPlan wide{.vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4};
+  ASSERT_EQ(set_forward_plan_override(&wide), nullptr);
+  EXPECT_EQ(forward_plan_override(), &wide);
+  EXPECT_EQ(forward_plan(32768, 8, true), wide);
+  EXPECT_EQ(forward_plan(32768, 8, false), plan_forward(32768, 8, false));  // no clusters: the heuristic
+  EXPECT_EQ(set_forward_plan_override(nullptr), &wide);
+  EXPECT_EQ(forward_plan(32768, 8, true), plan_forward(32768, 8, true));
+
+  const BwdPlan columns{.layout = BwdLayout::kColumns};
+  ASSERT_EQ(set_backward_plan_override(&columns), nullptr);
+  EXPECT_EQ(backward_plan(1024, 8), columns);
+  EXPECT_EQ(set_backward_plan_override(nullptr), &columns);
+  EXPECT_EQ(backward_plan(1024, 8), plan_backward(1024, 8));
+}
+
+// ---- type lists and the general entries ---------------------------------------------------
+bool combo_listed(Stage stage, DType w, DType i, DType o) {
+  for (const TypeCombo& c : supported_types(stage)) {
+    if (c.wtype == w && c.itype == i && c.otype == o) return true;
+  }
+  return false;
+}
+
+std::string types_of(const NormKey& k) {
+  std::string s = detail::concat(dtype_name(k.wtype), "_", dtype_name(k.itype));
+  if (!is_backward(k.stage)) s += detail::concat("_", dtype_name(k.otype));
+  return s;
+}
+
+TEST(TypeLists, ConsistentPerStage) {
+  for (Stage s : {Stage::kForward, Stage::kForwardAdd, Stage::kBackward, Stage::kBackwardAdd}) {
+    const auto list = supported_types(s);
+    ASSERT_FALSE(list.empty());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const TypeCombo& c = list[i];
+      if (is_backward(s)) {
+        EXPECT_EQ(c.otype, c.itype) << "a backward's dx has x's type";
+      }
+      EXPECT_NO_THROW((void)make_key(NormType::kRMSNorm, s, c.wtype, c.itype, c.otype, 4096));
+      for (size_t j = 0; j < i; ++j) {
+        EXPECT_FALSE(list[j].wtype == c.wtype && list[j].itype == c.itype && list[j].otype == c.otype)
+            << "combination listed twice: " << dtype_name(c.wtype) << " " << dtype_name(c.itype) << " " << dtype_name(c.otype);
+      }
+    }
+  }
+  // Both forward ops share the forward list, the backward ops the backward list.
+  EXPECT_EQ(supported_types(Stage::kForward).data(), supported_types(Stage::kForwardAdd).data());
+  EXPECT_EQ(supported_types(Stage::kBackward).data(), supported_types(Stage::kBackwardAdd).data());
+  // What the API documents (normalization.h): bf16 -> bf16 and fp32 -> bf16 among them.
+  EXPECT_TRUE(combo_listed(Stage::kForward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16));
+  EXPECT_TRUE(combo_listed(Stage::kForward, DType::kFloat32, DType::kFloat32, DType::kBFloat16));
+  EXPECT_TRUE(combo_listed(Stage::kBackward, DType::kFloat32, DType::kBFloat16, DType::kBFloat16));
+}
+
+TEST(TypeLists, EveryOpHasExactlyOneGeneralEntryPerListedCombination) {
+  const Registry& registry = kernel_registry();
+  size_t generals = 0;
+  for (const KernelEntry* e : registry.entries()) {
+    if (!e->is_general()) continue;
+    ++generals;
+    // General kernels take any alignment; this also makes select(..., nullptr) safe below.
+    ASSERT_EQ(e->can_implement, nullptr) << e->name;
+    EXPECT_EQ(e->arch, ArchFamily::kAny) << e->name;
+    EXPECT_EQ(e->key, e->key.general()) << e->name;
+    EXPECT_TRUE(combo_listed(e->key.stage, e->key.wtype, e->key.itype, e->key.otype)) << "unlisted general entry " << e->name;
+    EXPECT_EQ(e->key.ctype, DType::kFloat32) << e->name;
+  }
+  size_t expected = 0;
+  for (const OpInfo& op : kOps) {
+    for (const TypeCombo& c : supported_types(op.stage)) {
+      ++expected;
+      const NormKey key = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, kAnyHiddenSize);
+      const Selection sel = registry.select(key, ArchFamily::kAny, nullptr);
+      ASSERT_NE(sel.entry, nullptr) << op.name << ": no general entry for " << to_string(key);
+      EXPECT_FALSE(sel.tuned);
+      EXPECT_EQ(sel.entry->key.general(), key.general()) << op.name;
+      EXPECT_EQ(sel.entry->name, detail::concat(op.kernel_name, "_", types_of(key), "_general"));
+      // Any hidden size, with or without zero-centered gamma, on an architecture without
+      // tuned entries: that general entry.
+      for (bool zc : {false, true}) {
+        const NormKey call = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 1000, ScalingMode::kNone, zc);
+        EXPECT_EQ(registry.select(call, ArchFamily::kAny, nullptr).entry, sel.entry) << to_string(call);
+      }
+    }
+  }
+  EXPECT_EQ(generals, expected) << "general entries that no op's type list names";
+}
+
+// ---- tuned entries and the tuned tables ---------------------------------------------------
+// "sm_90" -> registry/tuned/sm90.def
+std::string table_path(ArchFamily arch) {
+  std::string name(arch_family_name(arch));
+  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+  return std::string(NORMTUNE_SOURCE_DIR) + "/registry/tuned/" + name + ".def";
+}
+
+// The `.time_us = <number>` of a line printed as tuned_table_line prints it ("%.2f"), so that
+// a hand-written "0" and a printed "0.00" compare equal.
+std::string normalize_time(std::string line) {
+  const std::string tag = ".time_us = ";
+  const size_t at = line.find(tag);
+  if (at == std::string::npos) return line;
+  const size_t start = at + tag.size();
+  const char* begin = line.c_str() + start;
+  char* end = nullptr;
+  const double t = std::strtod(begin, &end);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", t);
+  return line.substr(0, start) + buf + line.substr(start + static_cast<size_t>(end - begin));
+}
+
+std::vector<std::string> table_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("NORMTUNE_TUNED(", 0) == 0) out.push_back(normalize_time(line));
+  }
+  return out;
+}
+
+template <typename Plan>
+void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) {
+  const NormKey& k = e.key;
+  Plan plan;
+  ASSERT_TRUE(parse_config(e.config, &plan)) << e.name;
+  EXPECT_EQ(config_string(plan), e.config) << e.name;
+  const OpInfo& op = op_of(k.norm, k.stage);
+  EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), "_h", k.hidden_size, name_tags(plan)));
+  const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
+  EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
+  if constexpr (std::is_same_v<Plan, FwdPlan>) {
+    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec, true)) << e.name;
+  } else {
+    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec)) << e.name;
+  }
+  const std::string line = normalize_time(tuned_table_line(k, plan, e.provenance));
+  auto it = lines.find(line);
+  if (it == lines.end()) {
+    ADD_FAILURE() << e.name << ": tuned_table_line does not reproduce a line of " << table_path(e.arch) << ":\n  " << line;
+  } else {
+    it->second -= 1;
+  }
+}
+
+TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
+  std::map<ArchFamily, std::map<std::string, int>> tables;  // per family: line -> unmatched count
+  size_t tuned = 0;
+  for (const KernelEntry* e : kernel_registry().entries()) {
+    if (e->is_general()) continue;
+    ++tuned;
+    SCOPED_TRACE(e->name);
+    const NormKey& k = e->key;
+    EXPECT_NE(e->arch, ArchFamily::kAny);
+    EXPECT_EQ(k, k.entry_key());
+    EXPECT_EQ(k.ctype, DType::kFloat32);
+    EXPECT_EQ(k.scaling, ScalingMode::kNone);
+    EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype)) << "types outside the op's type list";
+    EXPECT_THAT(e->name, HasSubstr(detail::concat("_h", k.hidden_size)));
+    EXPECT_THAT(e->config, ::testing::StartsWith("layout="));
+    EXPECT_NE(e->can_implement, nullptr) << "tuned kernels need aligned data";
+    if (tables.find(e->arch) == tables.end()) {
+      auto& t = tables[e->arch];
+      const std::vector<std::string> lines = table_lines(table_path(e->arch));
+      EXPECT_FALSE(lines.empty()) << "cannot read " << table_path(e->arch);
+      for (const std::string& l : lines) t[l] += 1;
+    }
+    if (is_backward(k.stage)) {
+      check_tuned_entry<BwdPlan>(*e, tables[e->arch]);
+    } else {
+      check_tuned_entry<FwdPlan>(*e, tables[e->arch]);
+    }
+  }
+  EXPECT_GT(tuned, 0u);
+  // Every table line became exactly one entry.
+  for (const auto& [arch, lines] : tables) {
+    for (const auto& [line, unmatched] : lines) {
+      EXPECT_EQ(unmatched, 0) << table_path(arch) << ": no entry (or several) for\n  " << line;
+    }
+  }
+}
+
+// Zero-centered gamma is a run-time argument: a call with it runs the entry of the plain key.
+TEST(TunedEntries, ZeroCenteredGammaSelectsTheSameEntry) {
+  const Registry& registry = kernel_registry();
+  size_t checked = 0;
+  for (const KernelEntry* e : registry.entries()) {
+    if (e->is_general()) continue;
+    NormKey zc = e->key;
+    zc.flags |= kFlagZeroCenteredGamma;
+    // Null pointers count as aligned; clusters allowed: every tuned entry can run this call.
+    FwdArgs fwd;
+    fwd.params.rows = 8;
+    fwd.params.hidden = static_cast<int>(e->key.hidden_size);
+    fwd.params.zero_centered_gamma = true;
+    fwd.sm_bound = 132;
+    fwd.clusters = true;
+    BwdArgs bwd;
+    bwd.params.rows = 8;
+    bwd.params.hidden = static_cast<int>(e->key.hidden_size);
+    bwd.params.zero_centered_gamma = true;
+    bwd.sm_bound = 132;
+    const void* args = is_backward(e->key.stage) ? static_cast<const void*>(&bwd) : static_cast<const void*>(&fwd);
+    const Selection plain = registry.select(e->key, e->arch, args);
+    const Selection with_flag = registry.select(zc, e->arch, args);
+    EXPECT_TRUE(plain.tuned) << e->name;
+    EXPECT_EQ(plain.entry, e) << e->name;
+    EXPECT_TRUE(with_flag.tuned) << e->name;
+    EXPECT_EQ(with_flag.entry, e) << e->name << " with zero-centered gamma";
+    // The general entry behind it, the same for both.
+    EXPECT_EQ(with_flag.general_candidate, nullptr);  // the tuned entry matched first
+    EXPECT_EQ(registry.select(zc.general(), ArchFamily::kAny, nullptr).entry,
+              registry.select(e->key.general(), ArchFamily::kAny, nullptr).entry);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+}  // namespace
+}  // namespace normtune
