@@ -368,6 +368,16 @@ void check_param(int param, const char* arg_name, const CallSite& where) {
   }
 }
 
+// A param_name of the deprecated buffer-only getter/setter: valid and a buffer; `hint` says
+// where the other params go.
+void check_buffer_param(NVTETensorParam param_name, const CallSite& where, const char* hint) {
+  check_param(param_name, "param_name", where);
+  if (!is_buffer_param(param_name)) {
+    raise_at(where, "argument 'param_name': expected a buffer parameter (kNVTERowwiseData .. "
+             "kNVTEColumnwiseAmax), got ", tensor_param_name(param_name), " (", hint, ")");
+  }
+}
+
 // Validates a buffer given through the C API and converts it. `what` names it in messages,
 // e.g. "buf (kNVTERowwiseData)".
 BasicTensor checked_buffer(const NVTEBasicTensor& t, const std::string& what,
@@ -625,14 +635,7 @@ void nvte_set_tensor_param(NVTETensor* tensor, NVTETensorParam param_name,
     normtune::raise_at(where, "argument 'tensor': expected a pointer to an NVTETensor, got NULL");
   }
   Tensor& t = normtune::tensor_from_handle(*tensor, "*tensor", where);
-  normtune::check_param(param_name, "param_name", where);
-  if (!normtune::is_buffer_param(param_name)) {
-    normtune::raise_at(where,
-                       "argument 'param_name': expected a buffer parameter "
-                       "(kNVTERowwiseData .. kNVTEColumnwiseAmax), got ",
-                       normtune::tensor_param_name(param_name),
-                       " (set it with nvte_set_tensor_param_v2)");
-  }
+  normtune::check_buffer_param(param_name, where, "set it with nvte_set_tensor_param_v2");
   if (param == nullptr) {
     normtune::raise_at(where,
                        "argument 'param': expected a pointer to an NVTEBasicTensor, got NULL");
@@ -644,14 +647,7 @@ void nvte_set_tensor_param(NVTETensor* tensor, NVTETensorParam param_name,
 NVTEBasicTensor nvte_get_tensor_param(const NVTETensor tensor, NVTETensorParam param_name) {
   const auto where = CallSite::current();
   const Tensor& t = normtune::tensor_or_empty(tensor, where);
-  normtune::check_param(param_name, "param_name", where);
-  if (!normtune::is_buffer_param(param_name)) {
-    normtune::raise_at(where,
-                       "argument 'param_name': expected a buffer parameter "
-                       "(kNVTERowwiseData .. kNVTEColumnwiseAmax), got ",
-                       normtune::tensor_param_name(param_name),
-                       " (read it with nvte_get_tensor_param_v2)");
-  }
+  normtune::check_buffer_param(param_name, where, "read it with nvte_get_tensor_param_v2");
   return t.buffer(param_name)->to_nvte();
 }
 

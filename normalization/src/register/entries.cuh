@@ -66,22 +66,12 @@ void add_general_entries(Registry& registry) {
 #undef NORMTUNE_BWD_TYPES
 }
 
-// The launcher of a tuned entry, by the type of its plan (overloads: the other one is not
-// viable for the plan's type).
+// The launcher type of a tuned entry, by the type of its plan (declarations only: the
+// overload that is not viable for the plan's type drops out).
 template <typename Traits, int kHidden, FwdPlan kPlan>
-void set_tuned_launcher(KernelEntry& e) {
-  using Tuned = TunedFwd<Traits, kHidden, kPlan>;
-  e.can_implement = Tuned::can_implement;
-  e.run = Tuned::run;
-  e.workspace_bytes = Tuned::workspace;
-}
+TunedFwd<Traits, kHidden, kPlan> tuned_launcher();
 template <typename Traits, int kHidden, BwdPlan kPlan>
-void set_tuned_launcher(KernelEntry& e) {
-  using Tuned = TunedBwd<Traits, kHidden, kPlan>;
-  e.can_implement = Tuned::can_implement;
-  e.run = Tuned::run;
-  e.workspace_bytes = Tuned::workspace;
-}
+TunedBwd<Traits, kHidden, kPlan> tuned_launcher();
 
 // A tuned entry: kPlan is the table line's FwdPlan or BwdPlan.
 template <typename Traits, int kHidden, auto kPlan>
@@ -95,7 +85,10 @@ void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance
   e.arch = arch;
   e.name = detail::concat(kernel_base_name<Traits>(), "_h", kHidden, name_tags(kPlan));
   e.config = config_string(kPlan);
-  set_tuned_launcher<Traits, kHidden, kPlan>(e);
+  using Tuned = decltype(tuned_launcher<Traits, kHidden, kPlan>());
+  e.can_implement = Tuned::can_implement;
+  e.run = Tuned::run;
+  e.workspace_bytes = Tuned::workspace;
   e.provenance = provenance;
   registry.add_tuned(std::move(e));
 }
