@@ -29,13 +29,17 @@ const char* const kHelp = R"(normtune tune [options]
   where it came from. Candidates are timed, then verified against the fp64 reference from
   the fastest down: the first that passes is printed.
   Options:
-    --ops LIST       rmsnorm,layernorm (forward; the default),
+    --ops LIST       rmsnorm,layernorm (forward; the default), rmsnorm_add (fused add),
                      rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add (backward)
     --dtypes LIST    bf16,fp16,fp32 (default bf16)
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
+    --clusters N     forward: also try splitting rows of 1024+ vectors over clusters of up
+                     to N CTAs (default 8; 16 needs the non-portable cluster size; 1: none).
+                     A layout the GPU cannot launch is skipped with a message.
     --reps N         timed repetitions per candidate (default 30)
+    --verbose        print every candidate's time to stderr
 )";
 
 namespace {
@@ -154,6 +158,8 @@ int run(const std::vector<std::string_view>& args) {
                            3584, 4096, 5120, 6144, 7168, 8192, 12288, 16384};
   size_t elements = size_t{1} << 25;
   int reps = 30;
+  int clusters = kMaxPortableCtasPerRow;
+  bool verbose = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
       NORMTUNE_CHECK(i + 1 < args.size(), "tune: option ", args[i], " needs a value");
@@ -163,8 +169,7 @@ int run(const std::vector<std::string_view>& args) {
       ops.clear();
       for (const std::string& name : split(value())) {
         const OpInfo* op = find_op(name);
-        NORMTUNE_CHECK(op != nullptr && op->stage != Stage::kForwardAdd, "tune: op ", name, ": expected one of ",
-                       "rmsnorm, layernorm, ", op_names(false, true));
+        NORMTUNE_CHECK(op != nullptr, "tune: op ", name, ": expected one of ", op_names(true, true));
         ops.push_back(op);
       }
     } else if (args[i] == "--dtypes") {
@@ -174,6 +179,11 @@ int run(const std::vector<std::string_view>& args) {
       for (const auto& h : split(value())) hiddens.push_back(std::stoi(h));
     } else if (args[i] == "--elements") {
       elements = std::stoull(value());
+    } else if (args[i] == "--clusters") {
+      clusters = std::stoi(value());
+      NORMTUNE_CHECK(clusters >= 1 && clusters <= kMaxCtasPerRow, "tune: --clusters: expected 1..", kMaxCtasPerRow);
+    } else if (args[i] == "--verbose") {
+      verbose = true;
     } else if (args[i] == "--reps") {
       reps = std::stoi(value());
     } else {
@@ -200,13 +210,16 @@ int run(const std::vector<std::string_view>& args) {
     for (const int hidden : hiddens) {
       const size_t rows = std::max<size_t>(1, elements / hidden);
       const size_t n = rows * hidden;
-      bench::DeviceMem x(n * e), z(n * e), gamma(hidden * e), beta(hidden * e), mu(rows * 4), rs(rows * 4);
+      bench::DeviceMem x(n * e), z(n * e), res(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
+          mu(rows * 4), rs(rows * 4);
       bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+      bench::fill_random(res.ptr, t, n, 2, 0.0, 1.0);
       bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
       bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
       bench::Handle hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t), hz(z.ptr, {rows, static_cast<size_t>(hidden)}, t),
           hg(gamma.ptr, {static_cast<size_t>(hidden)}, t), hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
-          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32);
+          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32),
+          hres(res.ptr, {rows, static_cast<size_t>(hidden)}, t), hro(res_out.ptr, {rows, static_cast<size_t>(hidden)}, t);
       for (const OpInfo* op_ptr : ops) {
         const OpInfo& op = *op_ptr;
         if (is_backward(op.stage)) {
@@ -216,9 +229,12 @@ int run(const std::vector<std::string_view>& args) {
           continue;
         }
         const bool ln = op.norm == NormType::kLayerNorm;
+        const bool add = op.stage == Stage::kForwardAdd;
         const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
           if (ln) {
             nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hz, hmu, hrs, ws, 0, false, s);
+          } else if (add) {
+            normtune_rmsnorm_add_fwd(hx, hres, hg, 1e-5f, hz, hro, hrs, ws, 0, false, s);
           } else {
             nvte_rmsnorm_fwd(hx, hg, 1e-5f, hz, hrs, ws, 0, false, s);
           }
@@ -228,12 +244,21 @@ int run(const std::vector<std::string_view>& args) {
         // Time every candidate, then verify from the fastest down: the first that matches the
         // fp64 reference is the one printed.
         std::vector<std::pair<double, FwdPlan>> timed;
-        for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size)) {
-          // With an override set, forward calls run the general kernel with that plan.
+        const int max_cluster = dev.supports_clusters ? clusters : 1;
+        for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size, max_cluster)) {
+          // With an override set, forward calls run the general kernel with that plan. A
+          // layout the device cannot launch (a cluster too large for it) is skipped.
           set_forward_plan_override(&plan);
-          call(timer.stream());
+          try {
+            call(timer.stream());
+            NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+          } catch (const Error& err) {
+            std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
+            continue;
+          }
           NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
           timed.emplace_back(timer.time(call, 3, reps).median_us, plan);
+          if (verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
         }
         std::sort(timed.begin(), timed.end(),
                   [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -245,7 +270,7 @@ int run(const std::vector<std::string_view>& args) {
           call(timer.stream());
           NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
           try {
-            bench::verify(op, t, rows, hidden, x.ptr, nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
+            bench::verify(op, t, rows, hidden, x.ptr, add ? res.ptr : nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
                           z.ptr, rs.ptr, 1e-5f);
           } catch (const Error& err) {
             std::fprintf(stderr, "candidate rejected: %s\n", err.what());

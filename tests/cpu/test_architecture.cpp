@@ -241,6 +241,22 @@ TEST(Planner, TheHeuristicIsOneOfTheCandidates) {
   }
 }
 
+TEST(Planner, LongRowsGoToAClusterTheTunerAlsoTimes) {
+  for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
+    const FwdPlan plan = plan_forward(hidden, 8, true);
+    ASSERT_EQ(plan.layout, FwdLayout::kRegisters) << hidden;
+    EXPECT_GT(plan.ctas_per_row, 1) << hidden;
+    EXPECT_LE(plan.ctas_per_row, kMaxPortableCtasPerRow) << hidden;
+    const auto c = forward_plan_candidates(hidden, 8, 32, kMaxPortableCtasPerRow);
+    EXPECT_NE(std::find(c.begin(), c.end(), plan), c.end()) << "hidden " << hidden << ": " << config_string(plan);
+    for (const FwdPlan& p : c) ASSERT_TRUE(plan_fits(p, hidden, 8, true)) << hidden << ": " << config_string(p);
+  }
+  // Past what a portable cluster holds in registers, or without clusters: streaming.
+  EXPECT_EQ(plan_forward(262152, 8, true).layout, FwdLayout::kStreaming);
+  EXPECT_EQ(plan_forward(32768, 8, false).layout, FwdLayout::kStreaming);
+  EXPECT_EQ(plan_forward(32768, 1, true).layout, FwdLayout::kStreaming);
+}
+
 // Hidden sizes 1..300000: every one up to 20000, then a stride, plus the layout boundaries.
 std::vector<int> sample_hidden_sizes() {
   std::vector<int> out;

@@ -382,6 +382,47 @@ TEST_F(NormFwdGpu, ClusterSplitRows) {
   }
 }
 
+// Long rows split over a cluster by the planner (one row per cluster, the slices exchanged
+// through distributed shared memory): hidden sizes at and around the cluster-size boundaries
+// of the planner, every variant and dtype pairing, one row and rows that are not a multiple
+// of anything, zero-centered gamma, and the same bits twice.
+TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
+  if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
+  for (const size_t hidden : {size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65536},
+                              size_t{65544}, size_t{131072}, size_t{262144}}) {
+    const FwdPlan plan = forward_plan(static_cast<int>(hidden), 8, true);
+    EXPECT_GT(plan.ctas_per_row, 1) << hidden << ": " << config_string(plan);
+    for (int variant = 0; variant < 3; ++variant) {
+      FwdCase c;
+      c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+      c.fused_add = variant == 2;
+      c.rows = hidden > 100000 ? 3 : 13;
+      c.hidden = hidden;
+      c.zero_centered_gamma = hidden == 32768;
+      c.seed = static_cast<uint32_t>(hidden + variant);
+      SCOPED_TRACE(c.describe());
+      const FwdResult a = run_fwd(c);
+      EXPECT_FALSE(a.kernel.tuned);
+      const FwdResult b = run_fwd(c);
+      EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z run to run"));
+      EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma run to run"));
+    }
+  }
+  // One row; fp32 in with bf16 out and fp32 gamma; bf16 with fp32 gamma; fp16.
+  for (const auto& [w, i, o] : {std::tuple{DType::kFloat32, DType::kFloat32, DType::kBFloat16},
+                                std::tuple{DType::kFloat32, DType::kBFloat16, DType::kBFloat16},
+                                std::tuple{DType::kFloat16, DType::kFloat16, DType::kFloat16}}) {
+    FwdCase c;
+    c.wtype = w;
+    c.itype = i;
+    c.otype = o;
+    c.rows = 1;
+    c.hidden = 49152;
+    SCOPED_TRACE(c.describe());
+    run_fwd(c);
+  }
+}
+
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

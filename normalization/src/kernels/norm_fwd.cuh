@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   const int t = threadIdx.x % G;
   const int group = threadIdx.x / G;
   const int cta_rank = C > 1 ? platform::cluster_rank() : 0;
+  if (C > 1) platform::cluster_arrive_relaxed();  // completed by the first cluster reduction
   const int64_t num_tiles = (p.rows + rows_per_cta - 1) / rows_per_cta;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
@@ -280,8 +281,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
       }
     }
   }
-  // No CTA may leave while another CTA of its cluster may still read its shared memory.
-  if (C > 1) platform::cluster_sync();
+  cluster_exit(C, phase);
 }
 
 }  // namespace normtune

@@ -45,12 +45,14 @@ struct MeanVarOp {
 template <int K>
 struct ReduceSmem {
   float warp_parts[2][kMaxWarpsPerCta][K];
-  float cta_parts[2][K];  // read by the other CTAs of the cluster
+  float cluster_parts[2][kMaxCtasPerRow][K];  // [buf][rank]: written by CTA `rank` of the cluster
 };
 
 // Reduces s with op over the `group` consecutive threads (a power of two up to the warp size,
 // or a multiple of it); every thread of the group gets the result. With `cluster` > 1 CTAs
-// (each holding a part of the row; the group is then the whole CTA) it spans the cluster.
+// (each holding a part of the row; the group is then the whole CTA) it spans the cluster:
+// the kernel must then call platform::cluster_arrive_relaxed() on entry, before the first
+// reduction, and cluster_exit() before it returns.
 // `phase` counts this CTA's reductions so far, identically in all its threads. op(lo, hi)
 // always gets the lower-numbered partial first.
 template <int K, typename Op>
@@ -90,20 +92,38 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
     }
   }
   if (cluster > 1) {
-    if (threadIdx.x == 0) {
+    // Push, then one cluster barrier: thread r writes this CTA's partial into slot [rank] of
+    // CTA r, and after the barrier every CTA combines the slots of its own shared memory in
+    // rank order (the same bits in every CTA). The first reduction first completes the
+    // barrier the kernel arrived at on entry (every CTA of the cluster has started, so its
+    // shared memory exists). A slot buffer is written again two reductions later, after every
+    // CTA passed the barrier in between, so after reading it. Nothing remote is touched after
+    // the last barrier: a CTA may exit without waiting for its peers.
+    if (phase == 1) platform::cluster_wait_acquire();
+    const int rank = platform::cluster_rank();
+    if (threadIdx.x < cluster) {
+      float* slot = platform::cluster_map_shared(&smem.cluster_parts[buf][rank][0], static_cast<int>(threadIdx.x));
 #pragma unroll
-      for (int k = 0; k < K; ++k) smem.cta_parts[buf][k] = s.v[k];
+      for (int k = 0; k < K; ++k) slot[k] = s.v[k];
     }
-    platform::cluster_sync();
-    for (int r = 0; r < cluster; ++r) {
-      const float* remote = platform::cluster_map_shared(&smem.cta_parts[buf][0], r);
+    platform::cluster_arrive_release();
+    platform::cluster_wait_acquire();
+#pragma unroll
+    for (int k = 0; k < K; ++k) s.v[k] = smem.cluster_parts[buf][0][k];
+    for (int r = 1; r < cluster; ++r) {
       Floats<K> next;
 #pragma unroll
-      for (int k = 0; k < K; ++k) next.v[k] = remote[k];
-      s = r == 0 ? next : op(s, next);
+      for (int k = 0; k < K; ++k) next.v[k] = smem.cluster_parts[buf][r][k];
+      s = op(s, next);
     }
   }
   return s;
+}
+
+// What a kernel whose CTAs reduced across a cluster does before it returns: if it made no
+// reduction (no rows), complete the barrier it arrived at on entry.
+__device__ __forceinline__ void cluster_exit(int cluster, int phase) {
+  if (cluster > 1 && phase == 0) platform::cluster_wait_acquire();
 }
 
 }  // namespace normtune

@@ -32,6 +32,10 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
   p.ctas_per_row = plan.ctas_per_row;
   if (p.rows == 0) return;
   auto kernel = norm_fwd_kernel<Traits, Shape>;
+  if (plan.ctas_per_row > kMaxPortableCtasPerRow) {
+    static const cudaError_t allowed = platform::allow_non_portable_cluster(kernel);  // once per kernel
+    NORMTUNE_CUDA_CHECK(allowed);
+  }
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int64_t resident =

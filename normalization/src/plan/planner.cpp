@@ -1,5 +1,7 @@
 // The layout heuristics (forward and backward), what fits, the tuner's candidates and the
 // per-thread overrides. Host only.
+#include <utility>
+
 #include <normtune/common/platform.h>
 #include <normtune/tuning.h>
 
@@ -52,10 +54,20 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
   // size from 128 to 4096), fewer only for tiny rows.
   if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
-  // Longer rows stream through L2 (read twice, the second time from L2). Splitting them
-  // over a thread-block cluster, which the kernels support, measured slower on the H200
-  // (a cluster barrier per row): tuned entries may still ask for it.
-  (void)clusters;
+  // Longer rows are split over a thread-block cluster, one row per cluster (not persistent:
+  // many short clusters per SM hide the latency of the one cluster barrier per row), each
+  // CTA holding its slice in registers, so x is read once. The smallest cluster of the first
+  // (vectors per thread, threads) that covers the row; past the portable cluster size, or
+  // without clusters, rows stream through L2 (read twice, the second time from L2).
+  if (clusters) {
+    for (const auto& [n, threads] : {std::pair{4, 256}, std::pair{8, 256}, std::pair{8, kMaxCtaThreads}}) {
+      for (int c = 2; c <= kMaxPortableCtasPerRow; c *= 2) {
+        if (n * threads * c < nvec) continue;
+        return FwdPlan{.vecs_per_thread = n, .threads_per_row = threads_per_row_for(ceil_div(nvec, c), n, kWarpSize),
+                       .ctas_per_row = c, .rows_per_cta = 1, .persistent = false};
+      }
+    }
+  }
   return streaming();
 }
 
@@ -74,7 +86,7 @@ bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
   return shape_ok && n_ok && cluster_ok && covers && scalar_ok;
 }
 
-std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp) {
+std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int max_cluster) {
   std::vector<FwdPlan> out;
   const int nvec = ceil_div(hidden, vec);
   for (int n : {1, 2, 4, 8}) {
@@ -88,6 +100,19 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp) {
       }
     }
   }
+  // Rows of 1024 vectors and more: split over clusters of 2..max_cluster CTAs, at least two
+  // warps per CTA, each CTA's slice in registers.
+  for (int c = 2; c <= max_cluster && nvec >= 1024; c *= 2) {
+    for (int n : {2, 4, 8}) {
+      const int g = threads_per_row_for(ceil_div(nvec, c), n, warp);
+      if (g < 2 * warp || g > kMaxCtaThreads) continue;
+      for (bool persistent : {true, false}) {
+        const FwdPlan plan{.vecs_per_thread = n, .threads_per_row = g, .ctas_per_row = c, .persistent = persistent};
+        if (plan_fits(plan, hidden, vec, true)) out.push_back(plan);
+      }
+    }
+  }
+  if (out.empty()) out.push_back(streaming());  // rows no layout holds in registers
   return out;
 }
 

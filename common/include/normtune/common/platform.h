@@ -106,9 +106,15 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) { return __shf
 // No thread-block clusters on AMD: the planner never asks for more than one CTA per row.
 __device__ __forceinline__ int cluster_rank() { return 0; }
 __device__ __forceinline__ void cluster_sync() { __syncthreads(); }
+__device__ __forceinline__ void cluster_arrive_relaxed() {}
+__device__ __forceinline__ void cluster_arrive_release() {}
+__device__ __forceinline__ void cluster_wait_acquire() { __syncthreads(); }
 template <typename T>
 __device__ __forceinline__ T* cluster_map_shared(T* p, int /*rank*/) { return p; }
 #endif
+
+template <typename Kernel>
+cudaError_t allow_non_portable_cluster(Kernel) { return hipErrorInvalidConfiguration; }
 
 template <typename Kernel>
 cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t smem) {
@@ -200,12 +206,31 @@ __device__ __forceinline__ int cluster_rank() {
   return static_cast<int>(cooperative_groups::this_cluster().block_rank());
 }
 __device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluster().sync(); }
+// The two halves of a cluster barrier, so that work can go between them. Every thread of
+// every CTA of the cluster calls them alternately, arrive first. relaxed: orders nothing
+// (e.g. "this CTA has started"); release/acquire: the writes before the arrive (to any CTA's
+// shared memory) are visible after the wait.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // The address of *p in the shared memory of CTA `rank` of this cluster.
 template <typename T>
 __device__ __forceinline__ T* cluster_map_shared(T* p, int rank) {
   return cooperative_groups::this_cluster().map_shared_rank(p, rank);
 }
 #endif
+
+// Clusters of more than 8 CTAs (sm_90 allows 16) need this attribute on the kernel.
+template <typename Kernel>
+cudaError_t allow_non_portable_cluster(Kernel kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
 
 template <typename Kernel>
 cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t smem) {
