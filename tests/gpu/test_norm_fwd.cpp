@@ -382,16 +382,33 @@ TEST_F(NormFwdGpu, ClusterSplitRows) {
   }
 }
 
-// Long rows split over a cluster by the planner (one row per cluster, the slices exchanged
-// through distributed shared memory): hidden sizes at and around the cluster-size boundaries
-// of the planner, every variant and dtype pairing, one row and rows that are not a multiple
-// of anything, zero-centered gamma, and the same bits twice.
+// The smallest cluster of CTAs with 4 (else 8) vectors per thread and at most 256 threads
+// that holds a row of `hidden` bf16 elements (what the tuner may pick for long rows).
+FwdPlan cluster_plan(size_t hidden, bool persistent) {
+  const int nvec = static_cast<int>((hidden + 7) / 8);
+  for (int n : {4, 8}) {
+    for (int c = 2; c <= kMaxCtasPerRow; c *= 2) {
+      if (n * 256 * c < nvec) continue;
+      return FwdPlan{.vecs_per_thread = n, .threads_per_row = threads_per_row_for((nvec + c - 1) / c, n, 32),
+                     .ctas_per_row = c, .rows_per_cta = 1, .persistent = persistent};
+    }
+  }
+  ADD_FAILURE() << "no cluster holds a row of " << hidden;
+  return FwdPlan{};
+}
+
+// Long rows split over a cluster (the slices exchanged through distributed shared memory,
+// one cluster barrier per row), forced through the plan override: hidden sizes at and around
+// the cluster-size boundaries, clusters of 2 to 16 CTAs, persistent and one row per cluster,
+// every variant, one row and rows that are not a multiple of anything, zero-centered gamma,
+// and the same bits twice.
 TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
   if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
   for (const size_t hidden : {size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65536},
                               size_t{65544}, size_t{131072}, size_t{262144}}) {
-    const FwdPlan plan = forward_plan(static_cast<int>(hidden), 8, true);
-    EXPECT_GT(plan.ctas_per_row, 1) << hidden << ": " << config_string(plan);
+    const FwdPlan plan = cluster_plan(hidden, hidden % 3 == 0);
+    ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
+    EXPECT_EQ(forward_plan(static_cast<int>(hidden), 8, true), plan) << hidden << ": " << config_string(plan);
     for (int variant = 0; variant < 3; ++variant) {
       FwdCase c;
       c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
@@ -407,8 +424,11 @@ TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
       EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z run to run"));
       EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma run to run"));
     }
+    set_forward_plan_override(nullptr);
   }
   // One row; fp32 in with bf16 out and fp32 gamma; bf16 with fp32 gamma; fp16.
+  const FwdPlan plan = cluster_plan(49152, false);
+  ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
   for (const auto& [w, i, o] : {std::tuple{DType::kFloat32, DType::kFloat32, DType::kBFloat16},
                                 std::tuple{DType::kFloat32, DType::kBFloat16, DType::kBFloat16},
                                 std::tuple{DType::kFloat16, DType::kFloat16, DType::kFloat16}}) {
@@ -421,6 +441,7 @@ TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
     SCOPED_TRACE(c.describe());
     run_fwd(c);
   }
+  set_forward_plan_override(nullptr);
 }
 
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {

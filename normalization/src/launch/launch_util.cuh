@@ -18,15 +18,18 @@ inline bool aligned_to(const void* ptr, size_t align) {
   return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % align == 0;
 }
 
-// Resident CTAs per SM for a kernel at a block size, asked once per (kernel, block size).
-// The dynamic shared memory must be a function of the block size for a given kernel.
-template <typename Kernel>
-int resident_ctas_per_sm(Kernel kernel, int threads, size_t smem = 0) {
+// Resident CTAs per SM of kKernel at a block size, asked once per (kernel, block size): the
+// cache is per kernel (a template on the kernel's address), so one kernel's occupancy never
+// sizes another's grid (the grid fixes the backward's reduction order). The dynamic shared
+// memory must be a function of the block size for a given kernel, and any attribute it
+// needs must be set before the first query.
+template <auto kKernel>
+int resident_ctas_per_sm(int threads, size_t smem = 0) {
   static std::array<std::atomic<int>, kMaxCtaThreads / kWarp + 1> cache{};
   std::atomic<int>& slot = cache[threads / kWarp];
   int n = slot.load(std::memory_order_relaxed);
   if (n == 0) {
-    NORMTUNE_CUDA_CHECK(platform::max_active_blocks_per_sm(&n, kernel, threads, smem));
+    NORMTUNE_CUDA_CHECK(platform::max_active_blocks_per_sm(&n, kKernel, threads, smem));
     n = n > 1 ? n : 1;
     slot.store(n, std::memory_order_relaxed);
   }

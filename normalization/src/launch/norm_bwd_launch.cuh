@@ -66,7 +66,8 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     g.threads = plan.threads_per_row * plan.rows_per_cta;
     g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
     const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
-    const int64_t resident = sm_bound * resident_ctas_per_sm(norm_bwd_main_kernel<Traits, Shape>(), g.threads, g.smem);
+    (void)norm_bwd_main_kernel<Traits, Shape>();  // its shared-memory attribute, before the query
+    const int64_t resident = sm_bound * resident_ctas_per_sm<norm_bwd_kernel<Traits, Shape>>(g.threads, g.smem);
     g.grid = std::max<int64_t>(1, std::min(tiles, resident));
     g.programs = static_cast<int>(g.grid);
   } else {
@@ -78,7 +79,7 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     g.programs = static_cast<int>((p.rows + g.rows_per_program - 1) / g.rows_per_program);
     g.row_terms_floats = static_cast<size_t>((p.rows * 2 + 3) / 4 * 4);
     g.grid = std::min<int64_t>(
-        p.rows, sm_bound * resident_ctas_per_sm(norm_bwd_row_terms_kernel<Traits, Shape>, kMaxCtaThreads));
+        p.rows, sm_bound * resident_ctas_per_sm<norm_bwd_row_terms_kernel<Traits, Shape>>(kMaxCtaThreads));
   }
   g.workspace_bytes = sizeof(float) * (g.row_terms_floats + static_cast<size_t>(Traits::kOutputs) *
                                                                  g.programs * g.row_stride);

@@ -39,7 +39,7 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int64_t resident =
-      static_cast<int64_t>(args.sm_bound) * resident_ctas_per_sm(kernel, threads) / plan.ctas_per_row;
+      static_cast<int64_t>(args.sm_bound) * resident_ctas_per_sm<norm_fwd_kernel<Traits, Shape>>(threads) / plan.ctas_per_row;
   const int64_t clusters = std::max<int64_t>(1, plan.persistent ? std::min(tiles, resident) : tiles);
   NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * plan.ctas_per_row),
                                        static_cast<unsigned>(threads), plan.ctas_per_row, stream,
