@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include <normtune/common/error.h>
@@ -108,11 +107,12 @@ bool Shape::operator==(const Shape& other) const {
 }
 
 std::string Shape::str() const {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < ndim_; ++i) os << (i ? ", " : "") << dims_[i];
-  os << ']';
-  return os.str();
+  std::string out = "[";
+  for (size_t i = 0; i < ndim_; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(dims_[i]);
+  }
+  return out + "]";
 }
 
 Dims2D flatten_2d(const Shape& shape) {
@@ -185,11 +185,7 @@ template <typename... Args>
                       where.line);
 }
 
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
-}
+std::string hex(uint64_t v) { return detail::concat(detail::hex(v)); }
 
 // ---- the handle table ------------------------------------------------------------------
 

@@ -7,9 +7,13 @@
 // std::runtime_error); normtune::Error derives from std::runtime_error.
 #pragma once
 
-#include <sstream>
+#include <concepts>
+#include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <normtune/common/platform.h>
@@ -23,11 +27,48 @@ class Error : public std::runtime_error {
 
 namespace detail {
 
+// An unsigned value printed as 0x... (for packed keys and masks).
+struct Hex {
+  uint64_t value;
+};
+constexpr Hex hex(uint64_t value) { return {value}; }
+
+// The text of one message part. No iostreams: they read the process-wide C++ locale, which a
+// library loaded into the caller's process (an ML framework's) may have set from another
+// copy of the C++ runtime; names built on a call's path must not depend on it.
+inline void append_text(std::string& out, std::string_view v) { out.append(v); }
+inline void append_text(std::string& out, const char* v) { out.append(v != nullptr ? v : "(null)"); }
+inline void append_text(std::string& out, char c) { out.push_back(c); }
+inline void append_text(std::string& out, bool b) { out.push_back(b ? '1' : '0'); }
+inline void append_text(std::string& out, Hex h) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(h.value));
+  out.append(buf);
+}
+template <typename T>
+  requires(std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char>)
+void append_text(std::string& out, T v) {
+  out.append(std::to_string(v));
+}
+template <std::floating_point T>
+void append_text(std::string& out, T v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  out.append(buf);
+}
+template <typename T>
+  requires(!std::same_as<std::remove_cv_t<T>, char>)
+void append_text(std::string& out, T* p) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%p", static_cast<const void*>(p));
+  out.append(buf);
+}
+
 template <typename... Args>
 std::string concat(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << std::forward<Args>(args));
-  return os.str();
+  std::string out;
+  (append_text(out, std::forward<Args>(args)), ...);
+  return out;
 }
 
 // File name without its directories: messages stay short and reproducible across builds.

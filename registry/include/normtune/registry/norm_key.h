@@ -156,7 +156,7 @@ constexpr uint64_t get_field(uint64_t bits, KeyField f) {
   const KeyFieldSpec& s = key_field(f);
   const uint64_t value = (bits & field_mask(s)) >> s.offset;
   if (value >= s.limit) {
-    NORMTUNE_ERROR("packed NormKey 0x", std::hex, bits, std::dec, ": field '", s.name,
+    NORMTUNE_ERROR("packed NormKey ", detail::hex(bits), ": field '", s.name,
                    "' holds ", value, ", expected < ", s.limit);
   }
   return value;
@@ -184,8 +184,8 @@ constexpr NormKey unpack(uint64_t bits) {
   uint64_t used = 0;
   for (const KeyFieldSpec& s : kKeyFields) used |= detail::field_mask(s);
   if ((bits & ~used) != 0) {
-    NORMTUNE_ERROR("packed NormKey 0x", std::hex, bits, std::dec, ": unused bits are set (mask 0x",
-                   std::hex, bits & ~used, ")");
+    NORMTUNE_ERROR("packed NormKey ", detail::hex(bits), ": unused bits are set (mask ",
+                   detail::hex(bits & ~used), ")");
   }
   NormKey k;
   k.norm = static_cast<NormType>(get_field(bits, KeyField::kNorm));
