@@ -101,7 +101,7 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
     // the last barrier: a CTA may exit without waiting for its peers.
     if (phase == 1) platform::cluster_wait_acquire();
     const int rank = platform::cluster_rank();
-    if (threadIdx.x < cluster) {
+    if (static_cast<int>(threadIdx.x) < cluster) {
       float* slot = platform::cluster_map_shared(&smem.cluster_parts[buf][rank][0], static_cast<int>(threadIdx.x));
 #pragma unroll
       for (int k = 0; k < K; ++k) slot[k] = s.v[k];
