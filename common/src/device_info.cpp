@@ -59,6 +59,8 @@ int device_count() {
 }
 
 int current_device() {
+  // Without a device the runtime would be asked (and fail to initialize) on every call.
+  NORMTUNE_CHECK(device_count() > 0, "no GPU is visible to this process (no device or no driver)");
   int device = 0;
   NORMTUNE_CUDA_CHECK(cudaGetDevice(&device));
   return device;
