@@ -39,7 +39,8 @@ const char* const kHelp = R"(normtune bench [options]
   Options:
     --ops LIST       rmsnorm,layernorm,rmsnorm_add,rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add
                      (default: all six)
-    --dtype T        bf16 | fp16 | fp32: x, gamma and z (default bf16)
+    --dtype LIST     bf16,fp16,fp32: x, gamma and z, each dtype a pass over the shapes with
+                     its own baselines (default bf16; --dtypes is the same option)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
@@ -71,7 +72,7 @@ std::vector<const OpInfo*> all_ops() {
 
 struct Options {
   std::vector<const OpInfo*> ops = all_ops();
-  DType dtype = DType::kBFloat16;
+  std::vector<DType> dtypes{DType::kBFloat16};
   std::vector<std::pair<size_t, size_t>> shapes{
       {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
       {65536, 128},  {8192, 32768}, {4096, 65536}, {1024, 262144}, {1, 4096},   {128, 7168}};
@@ -109,10 +110,14 @@ Options parse(const std::vector<std::string_view>& args) {
         NORMTUNE_CHECK(op != nullptr, "bench: unknown op '", name, "' (", op_names(true, true), ")");
         o.ops.push_back(op);
       }
-    } else if (a == "--dtype") {
-      const std::string_view t = value(i);
-      NORMTUNE_CHECK(dtype_from_name(t, &o.dtype) && is_wide_float(o.dtype), "bench: --dtype ",
-                     t, ": expected bf16, fp16 or fp32");
+    } else if (a == "--dtype" || a == "--dtypes") {
+      o.dtypes.clear();
+      for (const auto& name : split(value(i), ',')) {
+        DType t;
+        NORMTUNE_CHECK(dtype_from_name(name, &t) && is_wide_float(t), "bench: ", a, " ", name,
+                       ": expected bf16, fp16 or fp32");
+        o.dtypes.push_back(t);
+      }
     } else if (a == "--shapes") {
       o.shapes.clear();
       for (const auto& s : split(value(i), ',')) {
@@ -205,127 +210,128 @@ int run(const std::vector<std::string_view>& args) {
   std::printf("%-15s %-5s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype", "shape",
               "us", "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
 
-  const DType t = o.dtype;
-  const size_t e = dtype_storage_bytes(t, 1);
   std::vector<Result> results;
-  for (const auto& [rows, hidden] : o.shapes) {
-    const size_t n = rows * hidden;
-    DeviceMem x(n * e), res(n * e), z(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
-        mu(rows * 4), rsigma(rows * 4), dgamma(hidden * e), dbeta(hidden * e);
-    fill_random(x.ptr, t, n, 1, 0.3, 1.0);
-    fill_random(res.ptr, t, n, 2, 0.0, 1.0);
-    fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
-    fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
-    Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
-        hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
-        hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
-        hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hadd(z.ptr, {rows, hidden}, t);
-    const float eps = 1e-5f;
-    // Every op through its C API entry point. Backward: dz = residual, add = z (filled),
-    // dx = residual_out; the statistics come from the forward of x (into residual_out).
-    auto op_call = [&](const OpInfo& op) -> CallWithWorkspace {
-      const bool ln = op.norm == NormType::kLayerNorm;
-      switch (op.stage) {
-        case Stage::kForward:
-          if (ln) return [&](NVTETensor w, cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, w, o.sms, false, s); };
-          return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, w, o.sms, false, s); };
-        case Stage::kForwardAdd:
-          return [&](NVTETensor w, cudaStream_t s) {
-            normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, w, o.sms, false, s);
-          };
-        case Stage::kBackward:
-          if (ln) {
+  for (const DType t : o.dtypes) {
+    const size_t e = dtype_storage_bytes(t, 1);
+    for (const auto& [rows, hidden] : o.shapes) {
+      const size_t n = rows * hidden;
+      DeviceMem x(n * e), res(n * e), z(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
+          mu(rows * 4), rsigma(rows * 4), dgamma(hidden * e), dbeta(hidden * e);
+      fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+      fill_random(res.ptr, t, n, 2, 0.0, 1.0);
+      fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
+      fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
+      Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
+          hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
+          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
+          hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hadd(z.ptr, {rows, hidden}, t);
+      const float eps = 1e-5f;
+      // Every op through its C API entry point. Backward: dz = residual, add = z (filled),
+      // dx = residual_out; the statistics come from the forward of x (into residual_out).
+      auto op_call = [&](const OpInfo& op) -> CallWithWorkspace {
+        const bool ln = op.norm == NormType::kLayerNorm;
+        switch (op.stage) {
+          case Stage::kForward:
+            if (ln) return [&](NVTETensor w, cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, w, o.sms, false, s); };
+            return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, w, o.sms, false, s); };
+          case Stage::kForwardAdd:
             return [&](NVTETensor w, cudaStream_t s) {
-              nvte_layernorm_bwd(hres, hx, hmu, hrs, hg, hro, hdg, hdb, w, o.sms, false, s);
+              normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, w, o.sms, false, s);
             };
-          }
-          return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_bwd(hres, hx, hrs, hg, hro, hdg, w, o.sms, false, s); };
-        case Stage::kBackwardAdd:
-          return [&](NVTETensor w, cudaStream_t s) {
-            nvte_rmsnorm_bwd_add(hres, hx, hadd, hrs, hg, hro, hdg, w, o.sms, false, s);
-          };
-      }
-      NORMTUNE_ERROR("bench: no call for op ", op.name);
-    };
+          case Stage::kBackward:
+            if (ln) {
+              return [&](NVTETensor w, cudaStream_t s) {
+                nvte_layernorm_bwd(hres, hx, hmu, hrs, hg, hro, hdg, hdb, w, o.sms, false, s);
+              };
+            }
+            return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_bwd(hres, hx, hrs, hg, hro, hdg, w, o.sms, false, s); };
+          case Stage::kBackwardAdd:
+            return [&](NVTETensor w, cudaStream_t s) {
+              nvte_rmsnorm_bwd_add(hres, hx, hadd, hrs, hg, hro, hdg, w, o.sms, false, s);
+            };
+        }
+        NORMTUNE_ERROR("bench: no call for op ", op.name);
+      };
 
-    for (const OpInfo* op_ptr : o.ops) {
-      const OpInfo& op = *op_ptr;
-      const bool backward = is_backward(op.stage);
-      const bool ln = op.norm == NormType::kLayerNorm;
-      Result r;
-      r.op = op.name;
-      r.dtype = std::string(dtype_name(t));
-      r.rows = rows;
-      r.hidden = hidden;
-      if (backward) {
-        fill_random(z.ptr, t, n, 5, 0.0, 1.0);  // the added gradient
-        // The forward's statistics (rsigma and mu of the norm being differentiated).
-        const CallWithWorkspace fwd = op_call(op_of(op.norm, Stage::kForward));
-        fwd(Workspace(fwd, timer.stream()), timer.stream());
+      for (const OpInfo* op_ptr : o.ops) {
+        const OpInfo& op = *op_ptr;
+        const bool backward = is_backward(op.stage);
+        const bool ln = op.norm == NormType::kLayerNorm;
+        Result r;
+        r.op = op.name;
+        r.dtype = std::string(dtype_name(t));
+        r.rows = rows;
+        r.hidden = hidden;
+        if (backward) {
+          fill_random(z.ptr, t, n, 5, 0.0, 1.0);  // the added gradient
+          // The forward's statistics (rsigma and mu of the norm being differentiated).
+          const CallWithWorkspace fwd = op_call(op_of(op.norm, Stage::kForward));
+          fwd(Workspace(fwd, timer.stream()), timer.stream());
+        }
+        const CallWithWorkspace run_op = op_call(op);
+        const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
+        const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
+        switch (op.stage) {
+          case Stage::kForward: r.bytes = 2.0 * n * e + (ln ? 2.0 : 1.0) * hidden * e + (ln ? 8.0 : 4.0) * rows; break;
+          case Stage::kForwardAdd: r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows; break;
+          case Stage::kBackward:
+          case Stage::kBackwardAdd:
+            r.bytes = (op.stage == Stage::kBackwardAdd ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e +
+                      (ln ? 8.0 : 4.0) * rows;
+            break;
+        }
+        call(timer.stream());
+        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+        const KernelChoice k = last_kernel();
+        r.kernel = k.name;
+        r.tuned = k.tuned;
+        if (o.verify && backward) {
+          r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op.stage == Stage::kBackwardAdd ? z.ptr : nullptr,
+                                  mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
+        } else if (o.verify) {
+          r.verified = verify(op, t, rows, hidden, x.ptr, op.stage == Stage::kForwardAdd ? res.ptr : nullptr, gamma.ptr,
+                              ln ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
+        }
+        r.t = timer.time(call, o.warmup, o.reps);
+        std::function<void(cudaStream_t)> base;
+        if (op.stage == Stage::kForwardAdd) {
+          r.base_name = "2r2w";
+          base = [&](cudaStream_t s) {
+            launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
+          };
+        } else if (op.stage == Stage::kBackwardAdd) {
+          r.base_name = "3r1w";
+          base = [&](cudaStream_t s) {
+            launch_three_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
+          };
+        } else if (backward) {
+          r.base_name = "2r1w";
+          base = [&](cudaStream_t s) {
+            launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
+          };
+        } else {
+          r.base_name = "copy";
+          base = [&](cudaStream_t s) {
+            NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(z.ptr, x.ptr, n * e, cudaMemcpyDeviceToDevice, s));
+          };
+        }
+        r.base = timer.time(base, o.warmup, o.reps);
+        if (rows <= 128) {
+          r.graph_us = timer.time_graph(call, 100, 50).median_us;
+          r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
+        }
+        const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
+        std::printf("%-15s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
+                    op.name, r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
+                    100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
+                    r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
+                    r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),
+                    r.kernel.c_str(), r.tuned ? " (tuned)" : " (general)");
+        std::fflush(stdout);
+        results.push_back(r);
       }
-      const CallWithWorkspace run_op = op_call(op);
-      const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
-      const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
-      switch (op.stage) {
-        case Stage::kForward: r.bytes = 2.0 * n * e + (ln ? 2.0 : 1.0) * hidden * e + (ln ? 8.0 : 4.0) * rows; break;
-        case Stage::kForwardAdd: r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows; break;
-        case Stage::kBackward:
-        case Stage::kBackwardAdd:
-          r.bytes = (op.stage == Stage::kBackwardAdd ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e +
-                    (ln ? 8.0 : 4.0) * rows;
-          break;
-      }
-      call(timer.stream());
-      NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-      const KernelChoice k = last_kernel();
-      r.kernel = k.name;
-      r.tuned = k.tuned;
-      if (o.verify && backward) {
-        r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op.stage == Stage::kBackwardAdd ? z.ptr : nullptr,
-                                mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
-      } else if (o.verify) {
-        r.verified = verify(op, t, rows, hidden, x.ptr, op.stage == Stage::kForwardAdd ? res.ptr : nullptr, gamma.ptr,
-                            ln ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
-      }
-      r.t = timer.time(call, o.warmup, o.reps);
-      std::function<void(cudaStream_t)> base;
-      if (op.stage == Stage::kForwardAdd) {
-        r.base_name = "2r2w";
-        base = [&](cudaStream_t s) {
-          launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
-        };
-      } else if (op.stage == Stage::kBackwardAdd) {
-        r.base_name = "3r1w";
-        base = [&](cudaStream_t s) {
-          launch_three_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
-        };
-      } else if (backward) {
-        r.base_name = "2r1w";
-        base = [&](cudaStream_t s) {
-          launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
-        };
-      } else {
-        r.base_name = "copy";
-        base = [&](cudaStream_t s) {
-          NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(z.ptr, x.ptr, n * e, cudaMemcpyDeviceToDevice, s));
-        };
-      }
-      r.base = timer.time(base, o.warmup, o.reps);
-      if (rows <= 128) {
-        r.graph_us = timer.time_graph(call, 100, 50).median_us;
-        r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
-      }
-      const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
-      std::printf("%-15s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
-                  op.name, r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
-                  100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
-                  r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
-                  r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),
-                  r.kernel.c_str(), r.tuned ? " (tuned)" : " (general)");
-      std::fflush(stdout);
-      results.push_back(r);
     }
-  }
+  }  // dtypes
   write_outputs(o, results, peak, dev);
   return 0;
 }
