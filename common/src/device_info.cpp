@@ -10,7 +10,6 @@ namespace normtune {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 struct Cache {
   std::array<std::once_flag, kMaxDevices> once;

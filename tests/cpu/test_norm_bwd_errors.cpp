@@ -174,6 +174,11 @@ TEST_F(BwdErrors, Overlaps) {
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dgamma': expected memory separate from 'workspace'")));
   workspace.set(fake(0x700000), {16}, kNVTEByte);  // dx
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'dx': expected memory separate from 'workspace'")));
+  // The backward writes its partials into the workspace while it reads the inputs.
+  workspace.set(fake(0x600000 + 32), {16}, kNVTEByte);  // inside gamma
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected memory separate from 'gamma'")));
+  workspace.set(fake(0x200000), {64}, kNVTEByte);  // x
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected memory separate from 'x'")));
 }
 
 TEST_F(BwdErrors, PointersMisalignedToTheirElements) {

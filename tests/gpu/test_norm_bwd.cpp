@@ -335,6 +335,38 @@ TEST_F(NormBwdGpu, TransformerEngineProtocolEveryEntryPoint) {
   }
 }
 
+// Which kernel runs depends on alignment (a tuned kernel needs vector-aligned data; the
+// general one then takes its scalar path), but the size query may come without data (TE's
+// JAX binding) or with other buffers: the answer must not depend on where the buffers are,
+// and the real call must run with exactly that answer.
+TEST_F(NormBwdGpu, WorkspaceSizeDoesNotDependOnWhereTheBuffersAre) {
+  for (const Variant v : kVariants) {
+    for (size_t offset : {size_t{0}, size_t{2}}) {
+      BwdCase c = make_case(v.norm, v.add, DType::kBFloat16, 4096, 4096);  // a tuned hidden size
+      c.x_offset = offset;
+      const BwdProblem p(c);
+      SCOPED_TRACE(c.describe());
+      const std::vector<size_t> rows_hidden{c.rows, c.hidden}, hidden{c.hidden}, rows{c.rows};
+      TensorHandle x(nullptr, rows_hidden, DType::kBFloat16), dz(nullptr, rows_hidden, DType::kBFloat16),
+          add(nullptr, rows_hidden, DType::kBFloat16), dx(nullptr, rows_hidden, DType::kBFloat16),
+          g(nullptr, hidden, DType::kBFloat16), dg(nullptr, hidden, DType::kBFloat16), db(nullptr, hidden, DType::kBFloat16),
+          mu(nullptr, rows, DType::kFloat32), rs(nullptr, rows, DType::kFloat32);
+      TensorHandle without_data, with_data;
+      if (v.add) {
+        nvte_rmsnorm_bwd_add(dz, x, add, rs, g, dx, dg, without_data, 0, false, nullptr);
+      } else if (v.norm == NormType::kLayerNorm) {
+        nvte_layernorm_bwd(dz, x, mu, rs, g, dx, dg, db, without_data, 0, false, nullptr);
+      } else {
+        nvte_rmsnorm_bwd(dz, x, rs, g, dx, dg, without_data, 0, false, nullptr);
+      }
+      p.call(with_data.get());
+      EXPECT_EQ(answered_workspace_bytes(without_data), answered_workspace_bytes(with_data));
+      check_workspace_protocol(p);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 TEST_F(NormBwdGpu, ZeroRowsStillAnswerAtLeastOneByte) {
   for (const Variant v : kVariants) {
     const BwdProblem p(make_case(v.norm, v.add, DType::kBFloat16, 0, 4096));

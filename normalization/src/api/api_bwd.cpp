@@ -1,10 +1,13 @@
 // nvte_rmsnorm_bwd, nvte_rmsnorm_bwd_add, nvte_layernorm_bwd: check the arguments against the
 // entry point's table, build the key, select the kernel, answer the workspace query, check
 // the data, run.
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 
 #include <normtune/common/device_info.h>
+#include <normtune/normtune.h>
 #include <normtune/tuning.h>
 
 #include "api/api_common.h"
@@ -40,6 +43,34 @@ constexpr CallSpec kRmsAddBwd{"nvte_rmsnorm_bwd_add", NormType::kRMSNorm, Stage:
 constexpr CallSpec kLayerBwd{"nvte_layernorm_bwd", NormType::kLayerNorm, Stage::kBackward, kLayerArgs};
 static_assert(spec_is_valid(kRmsBwd) && spec_is_valid(kRmsAddBwd) && spec_is_valid(kLayerBwd));
 
+// The workspace a backward call needs, whatever its buffers' addresses: the largest need of
+// the kernels that could serve the key (its tuned entry; the general entry with vector-aligned
+// and with unaligned data). Which of them runs depends on alignment, and a size query may be
+// made without data (TE's JAX binding) or with other buffers than the real call: both calls
+// must get the same answer. A kernel uses only its own part of a larger workspace.
+size_t workspace_bound(const NormKey& key, const BwdArgs& args, bool general_only) {
+  BwdArgs aligned = args;  // null pointers count as aligned
+  BwdParams& a = aligned.params;
+  a.dz = a.x = a.add = a.gamma = nullptr;
+  a.dx = nullptr;
+  BwdArgs unaligned = aligned;
+  const auto misaligned = reinterpret_cast<void*>(uintptr_t{4});  // never dereferenced: sizes only
+  BwdParams& u = unaligned.params;
+  u.dz = u.x = u.gamma = misaligned;
+  u.dx = misaligned;
+  auto need = [](const KernelEntry* e, const BwdArgs& with) {
+    return e != nullptr && e->workspace_bytes != nullptr ? e->workspace_bytes(&with) : size_t{0};
+  };
+  const Registry& registry = kernel_registry();
+  size_t bytes = 0;
+  if (!general_only) {
+    const Selection tuned = registry.select(key, current_arch_family(), &aligned);
+    if (tuned.tuned) bytes = need(tuned.entry, aligned);
+  }
+  const KernelEntry* general = registry.select(key.general(), ArchFamily::kAny, &aligned).entry;
+  return std::max({bytes, need(general, aligned), need(general, unaligned)});
+}
+
 void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& handles,
               NVTETensor workspace, int multiprocessorCount, bool zero_centered_gamma, cudaStream_t stream) {
   const CheckedCall call = check_call(spec, handles, multiprocessorCount);
@@ -63,11 +94,14 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);
   p.zero_centered_gamma = zero_centered_gamma;
-  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : device_info(current_device()).sm_count;
+  // multiprocessorCount bounds the grid; more SMs than the device has mean all of them.
+  const int sms = device_info(current_device()).sm_count;
+  args.sm_bound = multiprocessorCount > 0 ? std::min(multiprocessorCount, sms) : sms;
 
   // With a plan override (the autotuner), the general kernel runs with that layout.
-  const KernelEntry& entry = select_kernel(key, &args, backward_plan_override() != nullptr);
-  const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
+  const bool general_only = backward_plan_override() != nullptr;
+  const KernelEntry& entry = select_kernel(key, &args, general_only);
+  const size_t bytes = workspace_bound(key, args, general_only);
   if (workspace_protocol(workspace, bytes)) return;
   args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
   run_kernel(entry, &args, stream);

@@ -236,6 +236,12 @@ void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor w
     }
     if (workspace != nullptr) expect_no_overlap(o, out.name, *workspace, "workspace");
   }
+  // The workspace is written too (the backward's partials): no input may share it either.
+  if (workspace != nullptr) {
+    for (const ArgSpec& in : args) {
+      if (in.role == Role::kIn) expect_no_overlap(*workspace, "workspace", call[in.slot], in.name);
+    }
+  }
 }
 
 void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream) {

@@ -1,6 +1,7 @@
 // nvte_rmsnorm_fwd, nvte_layernorm_fwd, normtune_rmsnorm_add_fwd: check the arguments against
 // the entry point's table, build the key, select the kernel, answer the workspace query,
 // check the data, run.
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -62,7 +63,8 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   p.hidden = static_cast<int>(call.hidden);
   p.epsilon = epsilon;
   p.zero_centered_gamma = zero_centered_gamma;
-  args.sm_bound = multiprocessorCount > 0 ? multiprocessorCount : dev.sm_count;
+  // multiprocessorCount bounds the grid; more SMs than the device has mean all of them.
+  args.sm_bound = multiprocessorCount > 0 ? std::min(multiprocessorCount, dev.sm_count) : dev.sm_count;
   args.clusters = dev.supports_clusters;
 
   // The kernel is chosen before the workspace query is answered, so that the size is the

@@ -44,14 +44,15 @@ struct BwdGeometry {
   size_t workspace_bytes = 0;
 };
 
-// The register-resident kernel, allowed the dynamic shared memory of its largest CTA.
+// The register-resident kernel, allowed (on the current device) the dynamic shared memory
+// of its largest CTA.
 template <typename Traits, typename Shape>
 auto norm_bwd_main_kernel() {
-  static const auto kernel = [] {
-    auto k = norm_bwd_kernel<Traits, Shape>;
-    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(k, bwd_smem_bytes<Traits, Shape>(kMaxCtaThreads, 2)));
-    return k;
-  }();
+  auto kernel = norm_bwd_kernel<Traits, Shape>;
+  static std::array<std::once_flag, kMaxDevices> allowed;
+  once_per_device(allowed, [&] {
+    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, bwd_smem_bytes<Traits, Shape>(kMaxCtaThreads, 2)));
+  });
   return kernel;
 }
 

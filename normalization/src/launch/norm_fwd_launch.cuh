@@ -33,8 +33,8 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
   if (p.rows == 0) return;
   auto kernel = norm_fwd_kernel<Traits, Shape>;
   if (plan.ctas_per_row > kMaxPortableCtasPerRow) {
-    static const cudaError_t allowed = platform::allow_non_portable_cluster(kernel);  // once per kernel
-    NORMTUNE_CUDA_CHECK(allowed);
+    static std::array<std::once_flag, kMaxDevices> allowed;
+    once_per_device(allowed, [&] { NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel)); });
   }
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
@@ -91,8 +91,9 @@ struct TunedFwd {
   static_assert(!kRegisters || kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
                 "the tuned layout does not cover the row");
   static_assert(kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.ctas_per_row <= kMaxCtasPerRow &&
-                    (kPlan.ctas_per_row == 1 || kPlan.rows_per_cta == 1),
-                "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row, one row per CTA in a cluster");
+                    (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
+                "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
+                "CTA and at least a warp per CTA (the cluster reduction's push uses one thread per peer)");
   static constexpr WorkspaceFn workspace = nullptr;
 
   static const char* can_implement(const void* opaque) {

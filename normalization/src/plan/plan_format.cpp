@@ -1,6 +1,6 @@
 // Plans as text, all from the field tables in <normtune/tuning.h>: the `.def` config, the
 // config string, the kernel-name tags and the whole tuned-table line.
-#include <cstdio>
+#include <charconv>
 
 #include <normtune/common/error.h>
 #include <normtune/tuning.h>
@@ -61,8 +61,8 @@ std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance
   NORMTUNE_CHECK(key.scaling == ScalingMode::kNone && key.flags == 0 && key.hidden_size != kAnyHiddenSize,
                  "tuned_table_line: a table line has an exact hidden size and no scaling or flags; got ",
                  to_string(key));
-  char time[32];
-  std::snprintf(time, sizeof(time), "%.2f", pv.time_us);
+  char buf[48];  // fixed, 2 decimals, without the locale (to_chars)
+  const std::string time(buf, std::to_chars(buf, buf + sizeof(buf), pv.time_us, std::chars_format::fixed, 2).ptr);
   return detail::concat("NORMTUNE_TUNED(", norm_type_name(key.norm), ", ", stage_name(key.stage), ", ",
                         dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ", dtype_name(key.otype), ", ",
                         dtype_name(key.ctype), ", ", key.hidden_size, ", ", def_config_of(plan),

@@ -8,6 +8,9 @@
 
 namespace normtune {
 
+// Devices a process may use; per-device caches are arrays of this size.
+inline constexpr int kMaxDevices = 64;
+
 struct DeviceInfo {
   int device = -1;
   std::string name;

@@ -7,6 +7,7 @@
 // std::runtime_error); normtune::Error derives from std::runtime_error.
 #pragma once
 
+#include <charconv>
 #include <concepts>
 #include <cstdint>
 #include <cstdio>
@@ -50,18 +51,18 @@ template <typename T>
 void append_text(std::string& out, T v) {
   out.append(std::to_string(v));
 }
+// Floats as %g would print them, but with to_chars: no locale (a caller's setlocale must not
+// turn 0.5 into "0,5" in a message or a tuned-table line).
 template <std::floating_point T>
 void append_text(std::string& out, T v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
-  out.append(buf);
+  char buf[48];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), static_cast<double>(v), std::chars_format::general, 6);
+  out.append(buf, r.ptr);
 }
 template <typename T>
   requires(!std::same_as<std::remove_cv_t<T>, char>)
 void append_text(std::string& out, T* p) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "%p", static_cast<const void*>(p));
-  out.append(buf);
+  append_text(out, Hex{reinterpret_cast<uintptr_t>(p)});
 }
 
 template <typename... Args>
