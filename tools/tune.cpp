@@ -1,7 +1,8 @@
-// `normtune tune`: for each (op, dtype, hidden size) times every forward layout the general
-// kernel can take (vectors per thread, threads per row, rows per CTA, persistent grid or
-// not) on this GPU, verifies each against the fp64 reference (a layout that fails is never
-// emitted), and prints the fastest as the line to paste into registry/tuned/<arch>.def.
+// `normtune tune`: for each (op, dtype, hidden size) times every layout the general kernel
+// can take (the planner's candidate lists: vectors per thread, threads per row, rows per CTA,
+// persistent grid or not, clusters for long forward rows, the backward's column path) on this
+// GPU, verifies from the fastest down against the fp64 reference (a layout that fails is
+// never emitted), and prints the winner as the line to paste into registry/tuned/<arch>.def.
 #include "tune.h"
 
 #include <cstdio>
@@ -72,6 +73,27 @@ void print_line(const OpInfo& op, const Problem& pb, const Plan& plan, double us
   std::fflush(stdout);
 }
 
+// Verifies the timed candidates from the fastest down and returns the first whose result
+// matches the fp64 reference, with its time: run(plan) runs it with its outputs poisoned and
+// waits for it; verify() throws normtune::Error on a mismatch (the candidate is reported and
+// skipped). No candidate passing is an error naming `what`.
+template <typename Plan, typename Run, typename Verify>
+std::pair<Plan, double> fastest_verified(std::vector<std::pair<double, Plan>> timed, Run&& run, Verify&& verify,
+                                         const std::string& what) {
+  std::sort(timed.begin(), timed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  for (const auto& [us, plan] : timed) {
+    run(plan);
+    try {
+      verify();
+    } catch (const Error& err) {
+      std::fprintf(stderr, "candidate rejected: %s\n", err.what());
+      continue;
+    }
+    return {plan, us};
+  }
+  NORMTUNE_ERROR("tune: no candidate passed verification for ", what);
+}
+
 // Times every backward candidate of `op` (a backward op) and prints the line of the fastest
 // that matches the reference.
 void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
@@ -124,28 +146,21 @@ void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, b
     NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
     timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
   }
-  std::sort(timed.begin(), timed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
-  BwdPlan best;
-  double best_us = 0;
-  for (const auto& [us, plan] : timed) {
-    const auto ws = prepare(plan);
-    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
-    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
-    call(*ws, timer.stream());
-    NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-    try {
-      bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr,
-                        gamma.ptr, dx.ptr, dgamma.ptr, dbeta.ptr);
-    } catch (const Error& err) {
-      std::fprintf(stderr, "candidate rejected: %s\n", err.what());
-      continue;
-    }
-    best = plan;
-    best_us = us;
-    break;
-  }
+  const auto [best, best_us] = fastest_verified(
+      timed,
+      [&](const BwdPlan& plan) {
+        const auto ws = prepare(plan);
+        NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
+        NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
+        call(*ws, timer.stream());
+        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+      },
+      [&] {
+        bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr, gamma.ptr,
+                          dx.ptr, dgamma.ptr, dbeta.ptr);
+      },
+      detail::concat(op.name, " ", pb.dname, " ", hidden));
   set_backward_plan_override(nullptr);
-  NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op.name, " ", pb.dname, " ", hidden);
   print_line(op, pb, best, best_us, dev, date);
 }
 
@@ -260,27 +275,19 @@ int run(const std::vector<std::string_view>& args) {
           timed.emplace_back(timer.time(call, 3, reps).median_us, plan);
           if (verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
         }
-        std::sort(timed.begin(), timed.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
-        FwdPlan best;
-        double best_us = 0;
-        for (const auto& [us, plan] : timed) {
-          set_forward_plan_override(&plan);
-          NORMTUNE_CUDA_CHECK(cudaMemsetAsync(z.ptr, 0xFF, n * e, timer.stream()));
-          call(timer.stream());
-          NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-          try {
-            bench::verify(op, t, rows, hidden, x.ptr, add ? res.ptr : nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
-                          z.ptr, rs.ptr, 1e-5f);
-          } catch (const Error& err) {
-            std::fprintf(stderr, "candidate rejected: %s\n", err.what());
-            continue;
-          }
-          best = plan;
-          best_us = us;
-          break;
-        }
-        NORMTUNE_CHECK(best_us > 0, "tune: no candidate passed verification for ", op.name, " ", dname, " ", hidden);
+        const auto [best, best_us] = fastest_verified(
+            timed,
+            [&](const FwdPlan& plan) {
+              set_forward_plan_override(&plan);
+              NORMTUNE_CUDA_CHECK(cudaMemsetAsync(z.ptr, 0xFF, n * e, timer.stream()));
+              call(timer.stream());
+              NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+            },
+            [&] {
+              bench::verify(op, t, rows, hidden, x.ptr, add ? res.ptr : nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
+                            z.ptr, rs.ptr, 1e-5f);
+            },
+            detail::concat(op.name, " ", dname, " ", hidden));
         set_forward_plan_override(nullptr);
         print_line(op, Problem{t, dname, hidden, rows}, best, best_us, dev, date);
       }

@@ -81,16 +81,15 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
 
   BwdArgs args;
   BwdParams& p = args.params;
-  auto data = [&](int slot) { return call.find(slot) != nullptr ? call.find(slot)->dptr : nullptr; };
-  p.dz = data(kDz);
-  p.x = data(kX);
-  p.add = data(kAdd);
-  p.mu = static_cast<const float*>(data(kMu));
-  p.rsigma = static_cast<const float*>(data(kRsigma));
-  p.gamma = data(kGamma);
-  p.dx = data(kDx);
-  p.dgamma = data(kDgamma);
-  p.dbeta = data(kDbeta);
+  p.dz = call.data(kDz);
+  p.x = call.data(kX);
+  p.add = call.data(kAdd);
+  p.mu = static_cast<const float*>(call.data(kMu));
+  p.rsigma = static_cast<const float*>(call.data(kRsigma));
+  p.gamma = call.data(kGamma);
+  p.dx = call.data(kDx);
+  p.dgamma = call.data(kDgamma);
+  p.dbeta = call.data(kDbeta);
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);
   p.zero_centered_gamma = zero_centered_gamma;

@@ -33,6 +33,8 @@ struct CheckedCall {
     return by_slot[slot] != nullptr ? &by_slot[slot]->data : nullptr;
   }
   const BasicTensor& operator[](int slot) const { return *find(slot); }
+  // The argument's data pointer, or nullptr when the call has no such argument.
+  void* data(int slot) const { return find(slot) != nullptr ? find(slot)->dptr : nullptr; }
 };
 
 // Step 1. `handles` holds every slot of the entry point (absent arguments: anything). x's
