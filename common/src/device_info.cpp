@@ -34,6 +34,7 @@ std::unique_ptr<DeviceInfo> query(int device) {
   info->l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   info->global_memory_bytes = prop.totalGlobalMem;
   info->shared_memory_per_block = prop.sharedMemPerBlock;
+  info->shared_memory_per_block_optin = platform::shared_memory_optin(prop);
   info->arch_name = platform::arch_name(prop);
   info->supports_clusters = platform::supports_clusters(device);
   NORMTUNE_CHECK(info->warp_size == platform::kWarpSize, "device ", device, " (", info->name,

@@ -241,16 +241,46 @@ TEST(Planner, TheHeuristicIsOneOfTheCandidates) {
   }
 }
 
-TEST(Planner, LongRowsStreamAndTheTunerAlsoTimesClusters) {
+TEST(Planner, LongRowsAreStagedOnAClusterAndTheTunerTimesTheAlternatives) {
   for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
-    EXPECT_EQ(plan_forward(hidden, 8, true).layout, FwdLayout::kStreaming) << hidden;
+    const FwdPlan p = plan_forward(hidden, 8, true);
+    EXPECT_EQ(p.layout, FwdLayout::kStaged) << hidden;
+    EXPECT_GT(p.ctas_per_row, 1) << hidden;
+    // The fewest CTAs that keep each slice within 32 KiB (2048 vectors), 256 threads each.
+    EXPECT_LE(p.vecs_per_thread * p.threads_per_row, 2048) << hidden;
+    EXPECT_GT((hidden + 7) / 8, 2048 * (p.ctas_per_row / 2)) << hidden;  // half as many would not do
     const auto c = forward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);
-    EXPECT_NE(std::find(c.begin(), c.end(), plan_forward(hidden, 8, true)), c.end()) << hidden;
-    EXPECT_TRUE(std::any_of(c.begin(), c.end(), [](const FwdPlan& p) { return p.ctas_per_row > 1; })) << hidden;
-    for (const FwdPlan& p : c) ASSERT_TRUE(plan_fits(p, hidden, 8, true)) << hidden << ": " << config_string(p);
+    EXPECT_NE(std::find(c.begin(), c.end(), p), c.end()) << hidden << ": " << config_string(p);
+    EXPECT_NE(std::find(c.begin(), c.end(), forward_streaming_plan()), c.end()) << hidden;
+    for (const FwdPlan& q : c) ASSERT_TRUE(plan_fits(q, hidden, 8, true)) << hidden << ": " << config_string(q);
   }
-  EXPECT_EQ(plan_forward(32768, 8, false).layout, FwdLayout::kStreaming);
+  // 262144 bf16: 16 CTAs of 256 threads, 8 vectors each; past that the slices grow.
+  EXPECT_EQ(plan_forward(262144, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
+                                                    .threads_per_row = 256, .ctas_per_row = 16}));
+  EXPECT_EQ(plan_forward(524288, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
+                                                    .threads_per_row = 512, .ctas_per_row = 16}));
+  // Without clusters one CTA stages rows up to 4096 vectors; longer ones stream. Unaligned
+  // data (scalar accesses) streams.
+  EXPECT_EQ(plan_forward(32768, 8, false), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
+                                                    .threads_per_row = 512}));
+  EXPECT_EQ(plan_forward(32776, 8, false).layout, FwdLayout::kStreaming);
   EXPECT_EQ(plan_forward(32768, 1, true).layout, FwdLayout::kStreaming);
+  EXPECT_EQ(plan_forward(1 << 24, 8, true).layout, FwdLayout::kStreaming);  // 32 vectors per thread at most
+}
+
+TEST(Planner, StagedPlansNeedVectorsAndAThreadPerPeer) {
+  const FwdPlan p{.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 256, .ctas_per_row = 4};
+  EXPECT_TRUE(plan_fits(p, 65536, 8, true));
+  EXPECT_FALSE(plan_fits(p, 65536, 8, false));  // clusters
+  EXPECT_FALSE(plan_fits(p, 65536, 1, true));   // scalar data
+  EXPECT_FALSE(plan_fits(p, 65544, 8, true));   // does not cover the row
+  FwdPlan two_rows = p;
+  two_rows.rows_per_cta = 2;
+  EXPECT_FALSE(plan_fits(two_rows, 65536, 8, true));  // one row per CTA in a cluster
+  EXPECT_EQ(name_tags(p), "_staged_n8_g256_c4_r1");
+  EXPECT_EQ(def_config(p),
+            "(.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 256, .ctas_per_row = 4, "
+            ".rows_per_cta = 1)");
 }
 
 // Hidden sizes 1..300000: every one up to 20000, then a stride, plus the layout boundaries.

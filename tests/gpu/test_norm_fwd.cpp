@@ -444,6 +444,112 @@ TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
   set_forward_plan_override(nullptr);
 }
 
+// Long rows as the planner lays them out: staged in shared memory over a cluster of 2..16
+// CTAs (partials exchanged through st.async and a transaction barrier). Hidden sizes at and
+// around the cluster-size boundaries (16K, 32K, 64K, 128K, 256K elements), every variant,
+// one row and a few, zero-centered gamma, gamma and beta staged (few rows) and read from
+// global memory (the multiprocessor count made 1), and the same bits twice.
+TEST_F(NormFwdGpu, StagedLongRowsOnAClusterAtTheSplitBoundaries) {
+  if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
+  for (const size_t hidden : {size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65528},
+                              size_t{65536}, size_t{65544}, size_t{131072}, size_t{131080}, size_t{262144},
+                              size_t{262152}, size_t{524288}}) {
+    const FwdPlan plan = forward_plan(static_cast<int>(hidden), 8, true);
+    ASSERT_EQ(plan.layout, FwdLayout::kStaged) << hidden;
+    ASSERT_GT(plan.ctas_per_row, 1) << hidden;
+    for (int variant = 0; variant < 3; ++variant) {
+      for (int sms : {0, 1}) {
+        FwdCase c;
+        c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+        c.fused_add = variant == 2;
+        c.rows = hidden > 100000 ? 3 : 13;
+        if (variant == 0 && sms == 1) c.rows = 1;
+        c.hidden = hidden;
+        c.zero_centered_gamma = hidden == 32768 || hidden == 262152;
+        c.multiprocessor_count = sms;
+        c.seed = static_cast<uint32_t>(hidden + variant + 10 * sms);
+        SCOPED_TRACE(c.describe() + " " + config_string(plan));
+        const FwdResult a = run_fwd(c);
+        EXPECT_FALSE(a.kernel.tuned);
+        const FwdResult b = run_fwd(c);
+        EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z run to run"));
+        EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma run to run"));
+        if (c.norm == NormType::kLayerNorm) {
+          EXPECT_TRUE(same_bits(a.mu, b.mu, c.describe() + " mu run to run"));
+        }
+      }
+    }
+  }
+  // Mixed types: fp32 gamma with bf16 x (32-byte gamma vectors), fp32 in with bf16 out, fp16.
+  for (const auto& [w, i, o] : {std::tuple{DType::kFloat32, DType::kFloat32, DType::kBFloat16},
+                                std::tuple{DType::kFloat32, DType::kBFloat16, DType::kBFloat16},
+                                std::tuple{DType::kFloat16, DType::kFloat16, DType::kFloat16}}) {
+    for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+      FwdCase c;
+      c.norm = norm;
+      c.wtype = w;
+      c.itype = i;
+      c.otype = o;
+      c.rows = 5;
+      c.hidden = 49152;
+      SCOPED_TRACE(c.describe());
+      run_fwd(c);
+    }
+  }
+}
+
+// The staged layout on one CTA, forced through the plan override: rows of 1..16 per CTA,
+// row counts that are not a multiple of them, short and long rows, every variant, weights
+// staged or not.
+TEST_F(NormFwdGpu, StagedOneCtaEveryRowsPerCta) {
+  struct Case {
+    size_t hidden;
+    FwdPlan plan;
+  };
+  const FwdPlan base{.layout = FwdLayout::kStaged};
+  auto plan = [&](int n, int g, int r) {
+    FwdPlan p = base;
+    p.vecs_per_thread = n;
+    p.threads_per_row = g;
+    p.rows_per_cta = r;
+    return p;
+  };
+  for (const Case& k : {Case{128, plan(1, 16, 8)}, Case{128, plan(2, 8, 16)}, Case{1024, plan(4, 32, 4)},
+                        Case{4096, plan(4, 128, 1)}, Case{4096, plan(2, 256, 2)}, Case{7168, plan(4, 224, 1)},
+                        Case{8192, plan(16, 64, 1)}, Case{16384, plan(8, 256, 2)}, Case{32768, plan(8, 512, 1)}}) {
+    ASSERT_TRUE(plan_fits(k.plan, static_cast<int>(k.hidden), 8, false)) << config_string(k.plan);
+    ASSERT_EQ(set_forward_plan_override(&k.plan), nullptr);
+    for (int variant = 0; variant < 3; ++variant) {
+      for (size_t rows : {size_t{1}, size_t{37}, size_t{301}}) {
+        FwdCase c;
+        c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+        c.fused_add = variant == 2;
+        c.rows = rows;
+        c.hidden = k.hidden;
+        c.zero_centered_gamma = rows == 37;
+        c.seed = static_cast<uint32_t>(k.hidden + rows + variant);
+        SCOPED_TRACE(c.describe() + " " + config_string(k.plan));
+        const FwdResult r = run_fwd(c);
+        EXPECT_FALSE(r.kernel.tuned);
+      }
+    }
+    set_forward_plan_override(nullptr);
+  }
+}
+
+// A staged plan the device cannot hold (a slice larger than the shared memory of a CTA) is
+// not launched: the general kernel streams the rows instead, with correct results.
+TEST_F(NormFwdGpu, StagedPlanTooLargeForTheDeviceStreamsInstead) {
+  const FwdPlan plan{.layout = FwdLayout::kStaged, .vecs_per_thread = 32, .threads_per_row = 512};
+  ASSERT_TRUE(plan_fits(plan, 131072, 8, false));  // 256 KiB of x per CTA: more than any GPU has
+  ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
+  FwdCase c;
+  c.rows = 3;
+  c.hidden = 131072;
+  run_fwd(c);
+  set_forward_plan_override(nullptr);
+}
+
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

@@ -31,15 +31,19 @@ inline constexpr int kMaxPortableCtasPerRow = 8;
 enum class FwdLayout : uint8_t {
   kRegisters = 0,  // each thread holds vecs_per_thread 16-byte vectors of its row: x read once
   kStreaming = 1,  // rows too long for registers: read twice, the second time from L2
+  kStaged = 2,     // each CTA's slice of a row copied to shared memory (cp.async), x read once;
+                   // one slice per CTA (never persistent), a row over a cluster of
+                   // ctas_per_row CTAs exchanging partial sums through distributed shared memory
 };
 
 struct FwdPlan {
   FwdLayout layout = FwdLayout::kRegisters;
-  int vecs_per_thread = 1;  // registers layout: 16-byte vectors each thread holds
-  int threads_per_row = 1;  // threads sharing a row (power of two below a warp, else whole warps)
+  int vecs_per_thread = 1;  // registers, staged: 16-byte vectors each thread holds
+  int threads_per_row = 1;  // threads sharing a row in a CTA (power of two below a warp, else whole warps)
   int ctas_per_row = 1;     // CTAs sharing a row (a thread-block cluster when > 1)
   int rows_per_cta = 1;     // rows a CTA holds at once
-  bool persistent = true;   // grid bounded by the resident CTAs (walks row tiles), or one tile per CTA
+  bool persistent = true;   // registers, streaming: grid bounded by the resident CTAs (walks row
+                            // tiles), or one tile per CTA
 
   constexpr bool operator==(const FwdPlan&) const = default;
 };
@@ -75,11 +79,16 @@ struct PlanField {
 };
 
 namespace detail {
-constexpr bool fwd_registers(const FwdPlan& p) { return p.layout == FwdLayout::kRegisters; }
+constexpr bool fwd_holds_row(const FwdPlan& p) { return p.layout != FwdLayout::kStreaming; }
+constexpr bool fwd_walks_rows(const FwdPlan& p) { return p.layout != FwdLayout::kStaged; }
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
 constexpr bool always(const FwdPlan&) { return true; }
 constexpr const char* fwd_layout_name(int v, bool cpp) {
-  return v == 0 ? (cpp ? "FwdLayout::kRegisters" : "registers") : (cpp ? "FwdLayout::kStreaming" : "streaming");
+  switch (v) {
+    case 0: return cpp ? "FwdLayout::kRegisters" : "registers";
+    case 1: return cpp ? "FwdLayout::kStreaming" : "streaming";
+    default: return cpp ? "FwdLayout::kStaged" : "staged";
+  }
 }
 constexpr const char* bwd_layout_name(int v, bool cpp) {
   return v == 0 ? (cpp ? "BwdLayout::kRegisters" : "registers") : (cpp ? "BwdLayout::kColumns" : "columns");
@@ -97,12 +106,12 @@ inline constexpr PlanField<FwdPlan> kFwdPlanFields[] = {
     {"layout", "", [](const FwdPlan& p) { return static_cast<int>(p.layout); },
      [](FwdPlan& p, int v) { p.layout = static_cast<FwdLayout>(v); }, detail::always,
      detail::fwd_layout_name, false},
-    NORMTUNE_PLAN_INT(FwdPlan, vecs_per_thread, "n", detail::fwd_registers),
+    NORMTUNE_PLAN_INT(FwdPlan, vecs_per_thread, "n", detail::fwd_holds_row),
     NORMTUNE_PLAN_INT(FwdPlan, threads_per_row, "g", detail::always),
     NORMTUNE_PLAN_INT(FwdPlan, ctas_per_row, "c", detail::always),
     NORMTUNE_PLAN_INT(FwdPlan, rows_per_cta, "r", detail::always),
     {"persistent", "p", [](const FwdPlan& p) { return static_cast<int>(p.persistent); },
-     [](FwdPlan& p, int v) { p.persistent = v != 0; }, detail::always, nullptr, true},
+     [](FwdPlan& p, int v) { p.persistent = v != 0; }, detail::fwd_walks_rows, nullptr, true},
 };
 
 inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {
@@ -162,6 +171,10 @@ int threads_per_row_for(int nvec, int n, int warp_size);
 // vector-aligned). clusters: whether rows may be split over a thread-block cluster.
 FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters);
 BwdPlan plan_backward(int hidden_size, int vector_elements);
+
+// The streaming layout (any row; what the general kernel falls back to when a staged plan
+// does not fit the device).
+FwdPlan forward_streaming_plan();
 
 // Whether a plan can run a row of `hidden_size` elements at that vector width.
 bool plan_fits(const FwdPlan& plan, int hidden_size, int vector_elements, bool clusters);

@@ -165,6 +165,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   auto vec_index = [&](int i) { return (i * C + cta_rank) * G + t; };
   const int steps = kStream ? (nvec + G * C - 1) / (G * C) : kN;
 
+  // Programmatic dependent launch: nothing global is read or written before the previous
+  // kernel on the stream has finished; the next one may start its own prologue right away.
+  platform::wait_for_prior_grid();
+  platform::allow_dependent_grid();
+
   [[maybe_unused]] VW gamma_r[kHoldWeights ? kN : 1];
   [[maybe_unused]] VW beta_r[kHoldWeights ? kN : 1];
   if constexpr (kHoldWeights) {

@@ -22,6 +22,8 @@ struct FwdParams {
   // Geometry, chosen by the launcher.
   int threads_per_row = 0;  // G
   int ctas_per_row = 1;     // C
+  int vecs_per_thread = 0;  // staged layout: vectors of the CTA's slice per thread
+  bool stage_weights = false;  // staged layout: gamma (and beta) copied to shared memory with x
 };
 
 struct FwdArgs {

@@ -30,25 +30,21 @@ void once_per_device(std::array<std::once_flag, kMaxDevices>& flags, Fn&& fn) {
   std::call_once(flags[device], std::forward<Fn>(fn));
 }
 
-// Resident CTAs per SM of kKernel with `threads` per CTA and `smem` bytes of dynamic shared
-// memory, asked once per (device, kernel, threads, smem): the cache is per kernel (a template
-// on the kernel's address) and per device, so one kernel's or one GPU's occupancy never sizes
-// another's grid (the grid fixes the backward's reduction order). A few lock-free slots per
-// device hold (threads, smem) -> count. Any attribute the kernel needs must be set first.
-template <auto kKernel>
-int resident_ctas_per_sm(int threads, size_t smem = 0) {
+// A few lock-free slots per device holding key -> count (1..255), for occupancy answers that
+// must not be asked again on every launch. A key's low 8 bits are zero. The cache is per
+// template instance: instantiate it per kernel (and per question), so one kernel's or one
+// GPU's answer never sizes another's grid (the grid fixes the backward's reduction order).
+template <auto kKernel, int kQuestion>
+int cached_count(uint64_t key, int (*ask)(uint64_t key)) {
   constexpr int kSlots = 8;
   static std::array<std::array<std::atomic<uint64_t>, kSlots>, kMaxDevices> cache{};
   const int device = current_device();
   NORMTUNE_CHECK(device < kMaxDevices, "device ", device, ": normtune supports devices 0..", kMaxDevices - 1);
-  // threads <= 1024 (11 bits), smem < 2^32, count in the low 8 bits (>= 1, so never 0).
-  const uint64_t key = (uint64_t(threads) << 40) | (uint64_t(smem & 0xFFFFFFFFu) << 8);
   for (std::atomic<uint64_t>& slot : cache[device]) {
     const uint64_t v = slot.load(std::memory_order_acquire);
     if (v != 0 && (v & ~uint64_t{0xFF}) == key) return static_cast<int>(v & 0xFF);
   }
-  int n = 0;
-  NORMTUNE_CUDA_CHECK(platform::max_active_blocks_per_sm(&n, kKernel, threads, smem));
+  int n = ask(key);
   n = n < 1 ? 1 : n > 255 ? 255 : n;
   for (std::atomic<uint64_t>& slot : cache[device]) {
     uint64_t empty = 0;
@@ -56,6 +52,44 @@ int resident_ctas_per_sm(int threads, size_t smem = 0) {
     if ((empty & ~uint64_t{0xFF}) == key) break;  // another thread cached the same answer
   }
   return n;  // when every slot is taken, the answer is simply not cached
+}
+
+// threads <= 1024 (11 bits, from bit 48), cluster <= 255 (bits 40..47), smem < 2^32 (bits 8..39).
+inline uint64_t launch_key(int threads, size_t smem, int cluster = 1) {
+  return (uint64_t(threads) << 48) | (uint64_t(cluster & 0xFF) << 40) | (uint64_t(smem & 0xFFFFFFFFu) << 8);
+}
+inline int key_threads(uint64_t key) { return static_cast<int>(key >> 48); }
+inline int key_cluster(uint64_t key) { return static_cast<int>((key >> 40) & 0xFF); }
+inline size_t key_smem(uint64_t key) { return static_cast<size_t>((key >> 8) & 0xFFFFFFFFu); }
+
+// Resident CTAs per SM of kKernel with `threads` per CTA and `smem` bytes of dynamic shared
+// memory. Any attribute the kernel needs must be set first.
+template <auto kKernel>
+int resident_ctas_per_sm(int threads, size_t smem = 0) {
+  return cached_count<kKernel, 0>(launch_key(threads, smem), [](uint64_t key) {
+    int n = 0;
+    NORMTUNE_CUDA_CHECK(platform::max_active_blocks_per_sm(&n, kKernel, key_threads(key), key_smem(key)));
+    return n;
+  });
+}
+
+// Whether one cluster of `cluster` CTAs of kKernel (threads, smem each) can be resident on
+// the device at all. Any attribute the kernel needs must be set first.
+template <auto kKernel>
+bool cluster_fits(int threads, size_t smem, int cluster) {
+  if (cluster <= 1) return true;
+  // cached_count stores at least 1, so the answer is stored as (clusters + 1).
+  return cached_count<kKernel, 1>(launch_key(threads, smem, cluster), [](uint64_t key) {
+           int n = 0;
+           const cudaError_t e = platform::max_active_clusters(
+               &n, kKernel, static_cast<unsigned>(key_threads(key)),
+               platform::LaunchOptions{.cluster = key_cluster(key), .smem = key_smem(key)});
+           if (e != cudaSuccess) {
+             (void)cudaGetLastError();  // a configuration the device refuses: does not fit
+             n = 0;
+           }
+           return n + 1;
+         }) > 1;
 }
 
 }  // namespace normtune

@@ -9,6 +9,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_fwd.cuh"
+#include "kernels/norm_fwd_staged.cuh"
 #include "launch/launch_util.cuh"
 
 namespace normtune {
@@ -42,9 +43,48 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
       static_cast<int64_t>(args.sm_bound) * resident_ctas_per_sm<norm_fwd_kernel<Traits, Shape>>(threads) / plan.ctas_per_row;
   const int64_t clusters = std::max<int64_t>(1, plan.persistent ? std::min(tiles, resident) : tiles);
   NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * plan.ctas_per_row),
-                                       static_cast<unsigned>(threads), plan.ctas_per_row, stream,
-                                       p));
+                                       static_cast<unsigned>(threads),
+                                       platform::LaunchOptions{.cluster = plan.ctas_per_row, .dependent = true},
+                                       stream, p));
   NORMTUNE_CHECK_LAUNCH();
+}
+
+// The staged layout (kernels/norm_fwd_staged.cuh): one CTA (or cluster) per row tile, the
+// slices in dynamic shared memory; gamma and beta staged too when the grid is one wave or less.
+// Returns false, launching nothing, when the device cannot hold the plan (shared memory, or a
+// cluster that never fits); with launch = false only answers that.
+template <typename Traits, typename Shape>
+bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream, bool launch = true) {
+  using Layout = StagedLayout<Traits, Shape::kVec>;
+  constexpr auto kernel = norm_fwd_staged_kernel<Traits, Shape>;
+  FwdParams p = args.params;
+  p.threads_per_row = plan.threads_per_row;
+  p.ctas_per_row = plan.ctas_per_row;
+  p.vecs_per_thread = plan.vecs_per_thread;
+  const DeviceInfo& dev = device_info(current_device());
+  static std::array<std::once_flag, kMaxDevices> attributes;
+  once_per_device(attributes, [&] {
+    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, dev.shared_memory_per_block_optin));
+    if (!platform::kIsHip) NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel));
+  });
+  const int threads = plan.threads_per_row * plan.rows_per_cta;
+  const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+  const int slice = plan.vecs_per_thread * plan.threads_per_row;
+  p.stage_weights = tiles * plan.ctas_per_row <= args.sm_bound;
+  size_t smem = plan.rows_per_cta * Layout::group_bytes(slice, p.stage_weights);
+  if (smem > dev.shared_memory_per_block_optin && p.stage_weights) {
+    p.stage_weights = false;
+    smem = plan.rows_per_cta * Layout::group_bytes(slice, false);
+  }
+  if (smem > dev.shared_memory_per_block_optin || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
+    return false;
+  }
+  if (p.rows == 0 || !launch) return true;
+  NORMTUNE_CUDA_CHECK(platform::launch(
+      kernel, static_cast<unsigned>(tiles * plan.ctas_per_row), static_cast<unsigned>(threads),
+      platform::LaunchOptions{.cluster = plan.ctas_per_row, .smem = smem, .dependent = true}, stream, p));
+  NORMTUNE_CHECK_LAUNCH();
+  return true;
 }
 
 // The general entry of one (types, variant): any hidden size, any alignment; the layout is
@@ -61,6 +101,11 @@ struct GeneralFwd {
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
     const FwdPlan plan =
         forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
+    if (plan.layout == FwdLayout::kStaged) {
+      if (launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream)) return;
+      // The device cannot hold this staged plan: stream the rows instead.
+      return launch_fwd<Traits, FwdShape<kVec, 0>>(args, forward_streaming_plan(), stream);
+    }
     const bool stream_row = plan.layout == FwdLayout::kStreaming;
     if (aligned) {
       if (stream_row) return launch_fwd<Traits, FwdShape<kVec, 0>>(args, plan, stream);
@@ -85,11 +130,15 @@ struct TunedFwd {
   using I = typename Traits::Input;
   static constexpr int kVec = 16 / sizeof(I);
   static constexpr bool kRegisters = kPlan.layout == FwdLayout::kRegisters;
-  using Shape = FwdShape<kVec, kRegisters ? kPlan.vecs_per_thread : 0, kHidden, kPlan.threads_per_row,
-                         kPlan.ctas_per_row>;
+  static constexpr bool kStaged = kPlan.layout == FwdLayout::kStaged;
+  using Shape = FwdShape<kVec, kPlan.layout != FwdLayout::kStreaming ? kPlan.vecs_per_thread : 0, kHidden,
+                         kPlan.threads_per_row, kPlan.ctas_per_row>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
-  static_assert(!kRegisters || kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
+  static_assert(kPlan.layout == FwdLayout::kStreaming ||
+                    kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
                 "the tuned layout does not cover the row");
+  static_assert(!kStaged || kPlan.ctas_per_row == 1 || kPlan.threads_per_row >= kMaxCtasPerRow,
+                "a staged cluster plan needs a thread per peer CTA");
   static_assert(kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.ctas_per_row <= kMaxCtasPerRow &&
                     (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
@@ -100,10 +149,22 @@ struct TunedFwd {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
     if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
+    if constexpr (kStaged) {
+      if (!launch_fwd_staged<Traits, Shape>(args, kPlan, nullptr, false)) {
+        return "the plan needs more shared memory or a larger cluster than this device offers";
+      }
+    }
     return nullptr;
   }
   static void run(const void* opaque, cudaStream_t stream) {
-    launch_fwd<Traits, Shape>(*static_cast<const FwdArgs*>(opaque), kPlan, stream);
+    const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
+    if constexpr (kStaged) {
+      const bool launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);  // can_implement said yes
+      NORMTUNE_CHECK(launched, "tuned plan ", config_string(kPlan),
+                     " needs more shared memory or a larger cluster than this device offers");
+    } else {
+      launch_fwd<Traits, Shape>(args, kPlan, stream);
+    }
   }
 };
 

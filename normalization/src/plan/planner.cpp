@@ -1,5 +1,7 @@
 // The layout heuristics (forward and backward), what fits, the tuner's candidates and the
 // per-thread overrides. Host only.
+#include <algorithm>
+
 #include <normtune/common/platform.h>
 #include <normtune/tuning.h>
 
@@ -32,7 +34,23 @@ FwdPlan streaming() {
   return plan;
 }
 
+// Staged slices: at most this many 16-byte vectors per CTA for the planner's choice (32 KiB:
+// several CTAs per SM), and at most kMaxStagedVecs per thread for any plan.
+constexpr int kStagedSliceVecs = 2048;
+constexpr int kMaxStagedVecs = 32;
+
+FwdPlan staged(int nvec, int ctas, int threads) {
+  FwdPlan plan;
+  plan.layout = FwdLayout::kStaged;
+  plan.ctas_per_row = ctas;
+  plan.threads_per_row = threads;
+  plan.vecs_per_thread = ceil_div(ceil_div(nvec, ctas), threads);
+  return plan;
+}
+
 }  // namespace
+
+FwdPlan forward_streaming_plan() { return streaming(); }
 
 int threads_per_row_for(int nvec, int n, int warp_size) {
   const int threads = ceil_div(nvec, n);
@@ -52,28 +70,40 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
   // size from 128 to 4096), fewer only for tiny rows.
   if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
-  // Longer rows stream through L2 (read twice, the second time from L2). Splitting them over
-  // a thread-block cluster with every CTA's slice in registers (x read once; one cluster
-  // barrier per row) is a layout the tuner times, but on the H200 it measured slower than
-  // streaming at every size from 16K to 256K (1.8-2.2x the copy against 1.5-1.8x): a CTA
-  // holding a slice that large keeps one or two CTAs per SM, so loads, the reduction and the
-  // stores of a row do not overlap. (See the notes of issue 9.)
-  (void)clusters;
+  // Longer rows: staged in shared memory, x read once. With clusters, the row is split over
+  // the fewest CTAs (up to kMaxCtasPerRow) that keep each slice within 32 KiB, 256 threads
+  // each (several CTAs per SM overlap); past 16 CTAs the slices grow (512 threads). Without
+  // clusters, one CTA holds the row when it fits 64 KiB. Beyond that, rows stream through L2
+  // (read twice). The launcher streams as well when the device cannot hold the plan.
+  // (Splitting rows over a cluster with the slices in registers, one persistent CTA per SM,
+  // measured slower than streaming: no overlap between a row's loads, reduction and stores.)
+  if (clusters) {
+    int c = 2;
+    while (c < kMaxCtasPerRow && ceil_div(nvec, c) > kStagedSliceVecs) c *= 2;
+    const FwdPlan plan = staged(nvec, c, ceil_div(nvec, c) > kStagedSliceVecs ? kMaxCtaThreads : 256);
+    if (plan.vecs_per_thread <= kMaxStagedVecs) return plan;
+  } else if (nvec <= 2 * kStagedSliceVecs) {
+    return staged(nvec, 1, kMaxCtaThreads);
+  }
   return streaming();
 }
 
 bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   const bool registers = p.layout == FwdLayout::kRegisters;
+  const bool staged_layout = p.layout == FwdLayout::kStaged;
   const bool shape_ok = is_group_size(p.threads_per_row) && p.rows_per_cta >= 1 &&
                         p.threads_per_row * p.rows_per_cta <= kMaxCtaThreads;
-  const bool n_ok = !registers || p.vecs_per_thread == 1 || p.vecs_per_thread == 2 ||
-                    p.vecs_per_thread == 4 || p.vecs_per_thread == 8;
+  const bool n_ok = registers ? p.vecs_per_thread == 1 || p.vecs_per_thread == 2 || p.vecs_per_thread == 4 ||
+                                    p.vecs_per_thread == 8
+                              : !staged_layout || (p.vecs_per_thread >= 1 && p.vecs_per_thread <= kMaxStagedVecs);
   const bool cluster_ok = p.ctas_per_row == 1 ||
                           (clusters && p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow &&
                            p.rows_per_cta == 1 && p.threads_per_row >= kWarpSize);
-  const bool covers = !registers || p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
-  const bool scalar_ok = vec > 1 || !registers || p.vecs_per_thread == 8;
+  const bool covers = p.layout == FwdLayout::kStreaming || p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
+  // Scalar (unaligned) data: registers with 8 per thread, or streaming; staged copies need
+  // 16-byte vectors.
+  const bool scalar_ok = vec > 1 || (registers ? p.vecs_per_thread == 8 : !staged_layout);
   return shape_ok && n_ok && cluster_ok && covers && scalar_ok;
 }
 
@@ -100,6 +130,28 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
       for (bool persistent : {true, false}) {
         const FwdPlan plan{.vecs_per_thread = n, .threads_per_row = g, .ctas_per_row = c, .persistent = persistent};
         if (plan_fits(plan, hidden, vec, true)) out.push_back(plan);
+      }
+    }
+  }
+  // Staged: one CTA holding 1..16 rows, or a cluster of 2..max_cluster CTAs per row.
+  for (int n : {1, 2, 4, 8, 16}) {
+    const int g = threads_per_row_for(nvec, n, warp);
+    for (int r : {1, 2, 4, 8, 16}) {
+      const int threads = g * r;
+      if (threads > kMaxCtaThreads || threads < 64) continue;
+      FwdPlan plan = staged(nvec, 1, g);
+      plan.rows_per_cta = r;
+      if (plan_fits(plan, hidden, vec, false) && std::find(out.begin(), out.end(), plan) == out.end()) {
+        out.push_back(plan);
+      }
+    }
+  }
+  for (int c = 2; c <= max_cluster && nvec >= 1024; c *= 2) {
+    for (int g : {128, 256, 512}) {
+      const FwdPlan plan = staged(nvec, c, g);
+      if (plan.vecs_per_thread <= 16 && plan_fits(plan, hidden, vec, true) &&
+          std::find(out.begin(), out.end(), plan) == out.end()) {
+        out.push_back(plan);
       }
     }
   }

@@ -21,6 +21,7 @@ struct DeviceInfo {
   size_t l2_bytes = 0;
   size_t global_memory_bytes = 0;
   size_t shared_memory_per_block = 0;
+  size_t shared_memory_per_block_optin = 0;  // with the kernel attribute (227 KiB on sm_90)
   bool supports_clusters = false;  // thread-block clusters (sm_90+ on NVIDIA)
   std::string arch_name;      // "sm_90", or the gcnArchName on AMD ("gfx90a:sramecc+:xnack-")
 };

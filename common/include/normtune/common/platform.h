@@ -87,6 +87,8 @@ inline constexpr int kWarpSize = 64;
 inline constexpr bool kIsHip = true;
 // The architecture as the runtime names it ("gfx90a:sramecc+:xnack-").
 inline std::string arch_name(const hipDeviceProp_t& prop) { return prop.gcnArchName; }
+// Dynamic shared memory a kernel may ask for (no opt-in above the default on gfx9).
+inline size_t shared_memory_optin(const hipDeviceProp_t& prop) { return prop.sharedMemPerBlock; }
 
 // Half-precision conversions (round to nearest even). bf16 has no conversion instruction on
 // the gfx9 targets we build for: the bit arithmetic of convert.h, inlined.
@@ -111,6 +113,20 @@ __device__ __forceinline__ void cluster_arrive_release() {}
 __device__ __forceinline__ void cluster_wait_acquire() { __syncthreads(); }
 template <typename T>
 __device__ __forceinline__ T* cluster_map_shared(T* p, int /*rank*/) { return p; }
+
+// Global -> shared copies: AMD has no asynchronous copy on gfx9; a plain 16-byte load and
+// store (complete when it returns, so the wait is empty).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+}
+__device__ __forceinline__ void cp_async_wait_all() {}
+// Cluster transaction barriers: never reached (no clusters on AMD); defined so that the
+// kernels compile unchanged.
+__device__ __forceinline__ void mbarrier_init(uint64_t*, unsigned) {}
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t*, unsigned) {}
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t*, unsigned) {}
+__device__ __forceinline__ void st_async_cluster(float* slot, float v, uint64_t*, int) { *slot = v; }
 #endif
 
 template <typename Kernel>
@@ -121,13 +137,33 @@ cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t 
   return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem);
 }
 
-// kernel<<<grid, block, 0, stream>>>(args...). AMD has no clusters: cluster must be 1.
+// How a kernel is launched beyond grid and block (see the CUDA side).
+struct LaunchOptions {
+  int cluster = 1;
+  size_t smem = 0;
+  bool dependent = false;  // no programmatic dependent launch on AMD: ignored
+};
+
+// kernel<<<grid, block, options.smem, stream>>>(args...). AMD has no clusters: cluster must be 1.
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, const LaunchOptions& options,
+                   cudaStream_t stream, Args&&... args) {
+  if (options.cluster != 1) return hipErrorInvalidConfiguration;
+  hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), static_cast<unsigned>(options.smem), stream,
+                     std::forward<Args>(args)...);
+  return hipSuccess;
+}
+
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
                    cudaStream_t stream, Args&&... args) {
-  if (cluster != 1) return hipErrorInvalidConfiguration;
-  hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), 0, stream, std::forward<Args>(args)...);
-  return hipSuccess;
+  return launch(kernel, grid, block, LaunchOptions{.cluster = cluster}, stream, std::forward<Args>(args)...);
+}
+
+template <typename Kernel>
+cudaError_t max_active_clusters(int* n, Kernel, unsigned, const LaunchOptions& options) {
+  *n = 0;
+  return options.cluster == 1 ? hipSuccess : hipErrorInvalidConfiguration;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
@@ -184,6 +220,8 @@ inline constexpr bool kIsHip = false;
 inline std::string arch_name(const cudaDeviceProp& prop) {
   return "sm_" + std::to_string(prop.major * 10 + prop.minor);
 }
+// Dynamic shared memory a kernel may ask for once allow_dynamic_smem() raised its limit.
+inline size_t shared_memory_optin(const cudaDeviceProp& prop) { return prop.sharedMemPerBlockOptin; }
 
 // Half-precision conversions (round to nearest even), one instruction each on the GPU.
 NORMTUNE_HD_INLINE uint16_t cvt_f32_to_bf16(float f) {
@@ -224,6 +262,65 @@ template <typename T>
 __device__ __forceinline__ T* cluster_map_shared(T* p, int rank) {
   return cooperative_groups::this_cluster().map_shared_rank(p, rank);
 }
+
+// 16 bytes global -> shared without passing through registers (cp.async, sm_80+; cached in
+// L2 only). Both addresses 16-byte aligned. The issuing thread sees the bytes after
+// cp_async_wait_all(); other threads only after a barrier as well.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Transaction barriers (mbarrier, sm_90) for exchanges between the CTAs of a cluster: a CTA
+// initializes its barrier (one arrival), makes the initialization visible to the cluster
+// (fence_mbarrier_init_cluster, then a cluster barrier), announces the bytes it expects
+// (mbarrier_arrive_expect_tx) and waits for phase 0 to complete, which happens when its own
+// arrival and every expected byte have come, in whatever order.
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+// Stores v into `slot` and counts 4 bytes on `bar`, both addresses of this CTA's shared memory
+// taken in CTA `rank` of the cluster (st.async: the store completes on the remote barrier).
+__device__ __forceinline__ void st_async_cluster(float* slot, float v, uint64_t* bar, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t remote_slot, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_slot) : "r"(smem_address(slot)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(smem_address(bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote_slot),
+               "r"(__float_as_uint(v)), "r"(remote_bar)
+               : "memory");
+#endif
+}
 #endif
 
 // Clusters of more than 8 CTAs (sm_90 allows 16) need this attribute on the kernel.
@@ -237,22 +334,63 @@ cudaError_t max_active_blocks_per_sm(int* n, Kernel kernel, int threads, size_t 
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem);
 }
 
+// How a kernel is launched beyond grid and block.
+struct LaunchOptions {
+  int cluster = 1;          // CTAs per thread-block cluster
+  size_t smem = 0;          // dynamic shared memory bytes
+  bool dependent = false;   // programmatic dependent launch (see launch_grid)
+};
+
+inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned block, const LaunchOptions& o,
+                                        cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = o.smem;
+  config.stream = stream;
+  unsigned n = 0;
+  if (o.cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = static_cast<unsigned>(o.cluster);
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (o.dependent) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  config.attrs = attrs;
+  config.numAttrs = n;
+  return config;
+}
+
+// kernel<<<grid, block, options.smem, stream>>>(args...), as clusters when options.cluster > 1.
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, const LaunchOptions& options,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attrs[2]{};
+  const cudaLaunchConfig_t config = launch_config(dim3(grid), block, options, stream, attrs);
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 // kernel<<<grid, block, 0, stream>>>(args...), as clusters of `cluster` CTAs when > 1.
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
                    cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(block);
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = cluster > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return launch(kernel, grid, block, LaunchOptions{.cluster = cluster}, stream, std::forward<Args>(args)...);
+}
+
+// Clusters of `options.cluster` CTAs of kernel that can be resident at once on the device
+// (0: the cluster does not fit: too many CTAs, too much shared memory).
+template <typename Kernel>
+cudaError_t max_active_clusters(int* n, Kernel kernel, unsigned block, const LaunchOptions& options) {
+  cudaLaunchAttribute attrs[2]{};
+  LaunchOptions o = options;
+  o.dependent = false;
+  const cudaLaunchConfig_t config = launch_config(dim3(static_cast<unsigned>(o.cluster)), block, o, nullptr, attrs);
+  return cudaOccupancyMaxActiveClusters(n, kernel, &config);
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) over a 2-D grid, without clusters.
@@ -262,16 +400,9 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int 
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
                         cudaStream_t stream, bool dependent, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(block);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = dependent ? 1 : 0;
+  cudaLaunchAttribute attrs[2]{};
+  const cudaLaunchConfig_t config =
+      launch_config(grid, block, LaunchOptions{.smem = smem, .dependent = dependent}, stream, attrs);
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

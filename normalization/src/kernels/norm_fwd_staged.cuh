@@ -1,0 +1,197 @@
+// Forward RMSNorm / LayerNorm (optionally with the residual add), staged layout: what each
+// CTA holds of a row is copied global -> shared memory with cp.async, so that x is read
+// from HBM once, every load of the slice is in flight at the same time without occupying
+// registers, and several short-lived CTAs per SM overlap one another's loads, reductions
+// and stores (the structure of QuACK's forward; see ../shared/PERF.md).
+//
+// Layout. A CTA holds R = blockDim / G rows, or, with a cluster of C CTAs per row, the C-th
+// part of one row (R = 1). Thread t of a row's group copies, and later reads back, the
+// vectors  v = rank * (N * G) + i * G + t  (i < N) of the row: only its own bytes, so no
+// barrier is needed between the copy and the first read. The CTA then exits: the grid has
+// one CTA (one cluster) per row tile.
+// Reduction: warp shuffles, one CTA barrier (reduce.cuh), and with C > 1 every CTA sends its
+// partial to every CTA of the cluster (st.async into a slot of the peer's shared memory,
+// counted on the peer's transaction barrier) and combines the C slots in rank order: the
+// same bits in every CTA. The only cluster barrier is arrived at on entry (after the barrier
+// initialization) and waited on just before the first remote store, long after the loads
+// were issued. A CTA leaves only after every peer's partial has landed in it, and sends
+// nothing after that, so no barrier is needed on exit.
+// With `stage_weights` (few rows: one wave or less) gamma and beta are copied with x, so
+// their latency overlaps x's instead of following the reduction.
+// Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
+#pragma once
+
+#include "kernels/norm_fwd.cuh"
+
+namespace normtune {
+
+// Shared memory of one row group: x, then the residual (fused add), then gamma and beta (when
+// staged), each n * G vectors.
+template <typename Traits, int kVec>
+struct StagedLayout {
+  using VI = Vec<typename Traits::Input, kVec>;
+  using VW = Vec<typename Traits::Weight, kVec>;
+  static constexpr int kWeightArrays = Traits::kRmsNorm ? 1 : 2;
+  static constexpr size_t group_bytes(int slice_vecs, bool stage_weights) {
+    return static_cast<size_t>(slice_vecs) *
+           (sizeof(VI) * (Traits::kResidualAdd ? 2 : 1) + (stage_weights ? sizeof(VW) * kWeightArrays : 0));
+  }
+};
+
+// Copies one vector of T (16 bytes or a multiple) global -> shared.
+template <typename V>
+__device__ __forceinline__ void stage_vec(V* smem, const V* gmem) {
+  static_assert(sizeof(V) % 16 == 0, "staged vectors are whole 16-byte chunks");
+#pragma unroll
+  for (int c = 0; c < static_cast<int>(sizeof(V) / 16); ++c) {
+    platform::cp_async_16(reinterpret_cast<char*>(smem) + 16 * c, reinterpret_cast<const char*>(gmem) + 16 * c);
+  }
+}
+
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(const FwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  using O = typename Traits::Output;
+  constexpr bool kRms = Traits::kRmsNorm;
+  constexpr bool kAdd = Traits::kResidualAdd;
+  constexpr int kVec = Shape::kVec;
+  constexpr int K = kRms ? 1 : 3;
+  using Layout = StagedLayout<Traits, kVec>;
+  using VI = typename Layout::VI;
+  using VW = typename Layout::VW;
+
+  extern __shared__ uint4 staged_smem[];
+  __shared__ ReduceSmem<K> smem;
+  __shared__ uint64_t exchange_bar;
+  __shared__ float slots[kMaxCtasPerRow][K];  // [rank]: the partial of CTA `rank` of the cluster
+  int phase = 0;
+
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int G = Shape::kG ? Shape::kG : p.threads_per_row;
+  const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
+  const int N = Shape::kN ? Shape::kN : p.vecs_per_thread;
+  const int nvec = hidden / kVec;
+  const int slice = N * G;  // vectors of a row this CTA holds
+  const int t = threadIdx.x % G;
+  const int group = threadIdx.x / G;
+  const int rank = C > 1 ? platform::cluster_rank() : 0;
+  const int64_t row = static_cast<int64_t>(blockIdx.x / C) * (blockDim.x / G) + group;
+  const bool row_ok = row < p.rows;
+  const bool stage_weights = p.stage_weights;
+
+  if (C > 1) {
+    if (threadIdx.x == 0) {
+      platform::mbarrier_init(&exchange_bar, 1);
+      platform::fence_mbarrier_init_cluster();
+    }
+    platform::cluster_arrive_relaxed();  // waited on before the first remote store
+  }
+
+  // This group's shared memory.
+  char* base = reinterpret_cast<char*>(staged_smem) + group * Layout::group_bytes(slice, stage_weights);
+  VI* xs = reinterpret_cast<VI*>(base);
+  VI* rs = xs + slice;                                              // fused add: the residual
+  VW* gs = reinterpret_cast<VW*>(base + slice * sizeof(VI) * (kAdd ? 2 : 1));  // staged gamma
+  VW* bs = gs + slice;                                              // staged beta (LayerNorm)
+
+  const I* x = static_cast<const I*>(p.x) + row * hidden;
+  const W* gamma = static_cast<const W*>(p.gamma);
+  const W* beta = static_cast<const W*>(p.beta);
+  auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
+
+  platform::wait_for_prior_grid();
+  if (row_ok) {
+#pragma unroll 4
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v >= nvec) break;
+      const int64_t off = static_cast<int64_t>(v) * kVec;
+      const int s = i * G + t;
+      stage_vec(xs + s, reinterpret_cast<const VI*>(x + off));
+      if constexpr (kAdd) stage_vec(rs + s, reinterpret_cast<const VI*>(static_cast<const I*>(p.residual) + row * hidden + off));
+      if (stage_weights) {
+        stage_vec(gs + s, reinterpret_cast<const VW*>(gamma + off));
+        if constexpr (!kRms) stage_vec(bs + s, reinterpret_cast<const VW*>(beta + off));
+      }
+    }
+  }
+  platform::cp_async_wait_all();
+
+  RowStats<kRms> stats;
+  if (row_ok) {
+#pragma unroll 4
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v >= nvec) break;
+      const int s = i * G + t;
+      VI in = xs[s];
+      if constexpr (kAdd) {
+        const VI r = rs[s];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) in.v[k] = from_float<I>(to_float(in.v[k]) + to_float(r.v[k]));
+        in.store(static_cast<I*>(p.residual_out) + row * hidden + static_cast<int64_t>(v) * kVec);
+        xs[s] = in;
+      }
+      stats.add(in);
+    }
+  }
+
+  Floats<K> part;
+  if constexpr (kRms) {
+    part = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, 1, smem, phase);
+  } else {
+    part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
+  }
+  if (C > 1) {
+    if (threadIdx.x == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar, C * K * sizeof(float));
+    platform::cluster_wait_acquire();  // every CTA of the cluster has initialized its barrier
+    if (static_cast<int>(threadIdx.x) < C) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[rank][k], part.v[k], &exchange_bar, threadIdx.x);
+    }
+    platform::mbarrier_wait_parity(&exchange_bar, 0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) part.v[k] = slots[0][k];
+    for (int r = 1; r < C; ++r) {
+      Floats<K> next;
+#pragma unroll
+      for (int k = 0; k < K; ++k) next.v[k] = slots[r][k];
+      if constexpr (kRms) {
+        part = AddOp{}(part, next);
+      } else {
+        part = MeanVarOp{}(part, next);
+      }
+    }
+  }
+  platform::allow_dependent_grid();
+
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+  const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
+  const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
+  if (!row_ok) return;
+  if (t == 0 && rank == 0) {
+    p.rsigma[row] = rsigma;
+    if constexpr (!kRms) p.mu[row] = mean;
+  }
+  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
+  O* z = static_cast<O*>(p.z) + row * hidden;
+#pragma unroll 4
+  for (int i = 0; i < N; ++i) {
+    const int v = vec_of(i);
+    if (v >= nvec) break;
+    const int s = i * G + t;
+    const int64_t off = static_cast<int64_t>(v) * kVec;
+    VW g, b;
+    if (stage_weights) {
+      g = gs[s];
+      if constexpr (!kRms) b = bs[s];
+    } else {
+      g.load(gamma + off);
+      if constexpr (!kRms) b.load(beta + off);
+    }
+    store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off);
+  }
+}
+
+}  // namespace normtune
