@@ -61,22 +61,31 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
   p.threads_per_row = plan.threads_per_row;
   p.ctas_per_row = plan.ctas_per_row;
   p.vecs_per_thread = plan.vecs_per_thread;
-  const DeviceInfo& dev = device_info(current_device());
+  const int device = current_device();
+  // The most dynamic shared memory a CTA of this kernel may have on the device (the opt-in
+  // limit less the kernel's static shared memory), set as the kernel's limit once per device.
   static std::array<std::once_flag, kMaxDevices> attributes;
+  static std::array<size_t, kMaxDevices> max_smem{};
   once_per_device(attributes, [&] {
-    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, dev.shared_memory_per_block_optin));
+    size_t static_bytes = 0;
+    NORMTUNE_CUDA_CHECK(platform::static_smem_bytes(kernel, &static_bytes));
+    const size_t optin = device_info(device).shared_memory_per_block_optin;
+    const size_t limit = optin > static_bytes ? optin - static_bytes : 0;
+    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, limit));
     if (!platform::kIsHip) NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel));
+    max_smem[device] = limit;
   });
+  const size_t smem_limit = max_smem[device];
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int slice = plan.vecs_per_thread * plan.threads_per_row;
   p.stage_weights = tiles * plan.ctas_per_row <= args.sm_bound;
   size_t smem = plan.rows_per_cta * Layout::group_bytes(slice, p.stage_weights);
-  if (smem > dev.shared_memory_per_block_optin && p.stage_weights) {
+  if (smem > smem_limit && p.stage_weights) {
     p.stage_weights = false;
     smem = plan.rows_per_cta * Layout::group_bytes(slice, false);
   }
-  if (smem > dev.shared_memory_per_block_optin || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
+  if (smem > smem_limit || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
     return false;
   }
   if (p.rows == 0 || !launch) return true;

@@ -113,10 +113,12 @@ constexpr const char* basename_of(const char* path) {
 #define NORMTUNE_CUDA_CHECK(stmt)                                                          \
   do {                                                                                     \
     const cudaError_t normtune_status_ = (stmt);                                           \
-    if (normtune_status_ != cudaSuccess)                                                   \
+    if (normtune_status_ != cudaSuccess) {                                                 \
+      (void)cudaGetLastError(); /* a refused call does not fail the next check */          \
       ::normtune::detail::throw_runtime_error(                                             \
           static_cast<int>(normtune_status_), cudaGetErrorName(normtune_status_),          \
           cudaGetErrorString(normtune_status_), #stmt, __func__, __FILE__, __LINE__);      \
+    }                                                                                      \
   } while (0)
 
 // After a kernel launch: report a bad configuration at the launch site, not later.

@@ -184,6 +184,15 @@ cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
                              hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
+// The kernel's static shared memory (what dynamic shared memory adds to).
+template <typename Kernel>
+cudaError_t static_smem_bytes(Kernel kernel, size_t* bytes) {
+  hipFuncAttributes attr{};
+  const hipError_t e = hipFuncGetAttributes(&attr, reinterpret_cast<const void*>(kernel));
+  *bytes = attr.sharedSizeBytes;
+  return e;
+}
+
 #if NORMTUNE_DEVICE_CODE
 // Programmatic dependent launch: no-ops (launches are ordinary).
 __device__ __forceinline__ void wait_for_prior_grid() {}
@@ -406,11 +415,21 @@ cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, siz
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-// Dynamic shared memory above the default (48 KiB) limit.
+// Dynamic shared memory above the default (48 KiB) limit; static plus dynamic shared memory
+// may not exceed the device's opt-in limit.
 template <typename Kernel>
 cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes));
+}
+
+// The kernel's static shared memory (what dynamic shared memory adds to).
+template <typename Kernel>
+cudaError_t static_smem_bytes(Kernel kernel, size_t* bytes) {
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
+  *bytes = attr.sharedSizeBytes;
+  return e;
 }
 
 #if NORMTUNE_DEVICE_CODE
