@@ -280,7 +280,11 @@ TEST(Planner, StagedPlansNeedVectorsAndAThreadPerPeer) {
   EXPECT_EQ(name_tags(p), "_staged_n8_g256_c4_r1");
   EXPECT_EQ(def_config(p),
             "(.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 256, .ctas_per_row = 4, "
-            ".rows_per_cta = 1)");
+            ".rows_per_cta = 1, .stage_weights = false)");
+  FwdPlan weights = p;
+  weights.stage_weights = true;
+  EXPECT_EQ(name_tags(weights), "_staged_n8_g256_c4_r1_w");
+  EXPECT_EQ(canonical(FwdPlan{.persistent = true, .stage_weights = true}), FwdPlan{});  // registers: no weights field
 }
 
 // Hidden sizes 1..300000: every one up to 20000, then a stride, plus the layout boundaries.

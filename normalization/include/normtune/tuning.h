@@ -44,6 +44,8 @@ struct FwdPlan {
   int rows_per_cta = 1;     // rows a CTA holds at once
   bool persistent = true;   // registers, streaming: grid bounded by the resident CTAs (walks row
                             // tiles), or one tile per CTA
+  bool stage_weights = false;  // staged: gamma (and beta) copied to shared memory with x (else read
+                               // after the reduction; staged anyway when the grid is one wave)
 
   constexpr bool operator==(const FwdPlan&) const = default;
 };
@@ -81,6 +83,7 @@ struct PlanField {
 namespace detail {
 constexpr bool fwd_holds_row(const FwdPlan& p) { return p.layout != FwdLayout::kStreaming; }
 constexpr bool fwd_walks_rows(const FwdPlan& p) { return p.layout != FwdLayout::kStaged; }
+constexpr bool fwd_staged(const FwdPlan& p) { return p.layout == FwdLayout::kStaged; }
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
 constexpr bool always(const FwdPlan&) { return true; }
 constexpr const char* fwd_layout_name(int v, bool cpp) {
@@ -112,6 +115,8 @@ inline constexpr PlanField<FwdPlan> kFwdPlanFields[] = {
     NORMTUNE_PLAN_INT(FwdPlan, rows_per_cta, "r", detail::always),
     {"persistent", "p", [](const FwdPlan& p) { return static_cast<int>(p.persistent); },
      [](FwdPlan& p, int v) { p.persistent = v != 0; }, detail::fwd_walks_rows, nullptr, true},
+    {"stage_weights", "w", [](const FwdPlan& p) { return static_cast<int>(p.stage_weights); },
+     [](FwdPlan& p, int v) { p.stage_weights = v != 0; }, detail::fwd_staged, nullptr, true},
 };
 
 inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {

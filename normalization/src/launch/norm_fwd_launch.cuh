@@ -79,7 +79,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int slice = plan.vecs_per_thread * plan.threads_per_row;
-  p.stage_weights = tiles * plan.ctas_per_row <= args.sm_bound;
+  p.stage_weights = plan.stage_weights || tiles * plan.ctas_per_row <= args.sm_bound;
   size_t smem = plan.rows_per_cta * Layout::group_bytes(slice, p.stage_weights);
   if (smem > smem_limit && p.stage_weights) {
     p.stage_weights = false;

@@ -139,19 +139,25 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
     for (int r : {1, 2, 4, 8, 16}) {
       const int threads = g * r;
       if (threads > kMaxCtaThreads || threads < 64) continue;
-      FwdPlan plan = staged(nvec, 1, g);
-      plan.rows_per_cta = r;
-      if (plan_fits(plan, hidden, vec, false) && std::find(out.begin(), out.end(), plan) == out.end()) {
-        out.push_back(plan);
+      for (bool weights : {false, true}) {
+        FwdPlan plan = staged(nvec, 1, g);
+        plan.rows_per_cta = r;
+        plan.stage_weights = weights;
+        if (plan_fits(plan, hidden, vec, false) && std::find(out.begin(), out.end(), plan) == out.end()) {
+          out.push_back(plan);
+        }
       }
     }
   }
   for (int c = 2; c <= max_cluster && nvec >= 1024; c *= 2) {
     for (int g : {128, 256, 512}) {
-      const FwdPlan plan = staged(nvec, c, g);
-      if (plan.vecs_per_thread <= 16 && plan_fits(plan, hidden, vec, true) &&
-          std::find(out.begin(), out.end(), plan) == out.end()) {
-        out.push_back(plan);
+      for (bool weights : {false, true}) {
+        FwdPlan plan = staged(nvec, c, g);
+        plan.stage_weights = weights;
+        if (plan.vecs_per_thread <= 16 && plan_fits(plan, hidden, vec, true) &&
+            std::find(out.begin(), out.end(), plan) == out.end()) {
+          out.push_back(plan);
+        }
       }
     }
   }
