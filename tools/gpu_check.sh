@@ -2,7 +2,8 @@
 # One command for the GPU machine: configure, build with every core, run the gpu-labelled
 # tests and the benchmark, leave logs and JSON under $OUT (default ./out).
 #   GPU_CHECK_STEPS  which steps to run (default "build test bench"); add "sanitize" for
-#                    compute-sanitizer memcheck + racecheck on a subset of the GPU tests
+#                    compute-sanitizer memcheck + racecheck (+ synccheck, forward) on a subset
+#                    of the GPU tests
 #   BENCH_ARGS       extra arguments for normtune bench
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,11 +36,13 @@ if [[ " $steps " == *" test "* ]]; then
 fi
 if [[ " $steps " == *" sanitize "* ]]; then
   step "compute-sanitizer"
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
+    # The staged kernels (one CTA, clusters, the tuned h4096/h7168 lines) included.
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_forward" \
-      --gtest_filter='NormFwdGpu.FusedAdd*:NormFwdGpu.ZeroRows*:NormFwdGpu.ClusterSplitRows:NormFwdGpu.ZeroCentered*:Registry/TunedFwdGpu.*h7168*' \
+      --gtest_filter='NormFwdGpu.FusedAdd*:NormFwdGpu.ZeroRows*:NormFwdGpu.ClusterSplitRows:NormFwdGpu.ZeroCentered*:NormFwdGpu.Staged*:Registry/TunedFwdGpu.*h7168*:Registry/TunedFwdGpu.*h4096*' \
       >"$out/sanitize_${tool}_fwd.log" 2>&1 || status=1
     tail -3 "$out/sanitize_${tool}_fwd.log"
+    [[ $tool == synccheck ]] && continue
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_backward" \
       --gtest_filter='NormBwdGpu.ZeroRows*:NormBwdGpu.OneRow:NormBwdGpu.MisalignedStorage*:NormBwdGpu.ZeroCentered*:NormBwdGpu.InPlace*:Registry/TunedBwdGpu.*h7168*:Registry/TunedBwdGpu.*h128_*' \
       >"$out/sanitize_${tool}_bwd.log" 2>&1 || status=1
