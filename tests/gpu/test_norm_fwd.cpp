@@ -224,7 +224,11 @@ TEST_F(NormFwdGpu, TunedAndGeneralAgreeWithinOneUnit) {
         general->run(&args, nullptr);
         const HostArray a = z1.to_host(), c = z2.to_host();
         std::vector<double> av = a.values();
-        EXPECT_TRUE(close_to_reference(c, av, {output_tolerance(t).rtol, 0}, to_string(key)));
+        // One unit of the output type at the outputs' scale (O(1)): the two layouts sum the
+        // statistics in different orders, and an output near zero (x - mu cancelling, or
+        // (x - mu) * rsigma * g against beta) carries that fp32 difference in absolute terms.
+        const double unit = output_tolerance(t).rtol;
+        EXPECT_TRUE(close_to_reference(c, av, {unit, unit}, to_string(key)));
       }
     }
   }
