@@ -1,8 +1,9 @@
 // `normtune tune`: for each (op, dtype, hidden size) times every layout the general kernel
 // can take (the planner's candidate lists: vectors per thread, threads per row, rows per CTA,
-// persistent grid or not, clusters for long forward rows, the backward's column path) on this
-// GPU, verifies from the fastest down against the fp64 reference (a layout that fails is
-// never emitted), and prints the winner as the line to paste into registry/tuned/<arch>.def.
+// persistent grid or not, registers / streamed / staged in shared memory, clusters for long
+// forward rows, the backward's column path) on this GPU, verifies from the fastest down
+// against the fp64 reference (a layout that fails is never emitted), and prints the winner
+// as the line to paste into registry/tuned/<arch>.def.
 #include "tune.h"
 
 #include <cstdio>
@@ -37,8 +38,9 @@ const char* const kHelp = R"(normtune tune [options]
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
     --clusters N     forward: also try splitting rows of 1024+ vectors over clusters of up
-                     to N CTAs (default 8; 16 needs the non-portable cluster size; 1: none).
-                     A layout the GPU cannot launch is skipped with a message.
+                     to N CTAs, slices in registers or staged in shared memory (default 8;
+                     16 needs the non-portable cluster size; 1: none). A layout the GPU
+                     cannot launch is skipped with a message.
     --reps N         timed repetitions per candidate (default 30)
     --verbose        print every candidate's time to stderr
 )";

@@ -52,9 +52,9 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
 // The staged layout (kernels/norm_fwd_staged.cuh): one CTA (or cluster) per row tile, the
 // slices in dynamic shared memory; gamma and beta staged too when the grid is one wave or less.
 // Returns false, launching nothing, when the device cannot hold the plan (shared memory, or a
-// cluster that never fits); with launch = false only answers that.
+// cluster that never fits).
 template <typename Traits, typename Shape>
-bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream, bool launch = true) {
+bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
   using Layout = StagedLayout<Traits, Shape::kVec>;
   constexpr auto kernel = norm_fwd_staged_kernel<Traits, Shape>;
   FwdParams p = args.params;
@@ -88,7 +88,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
   if (smem > smem_limit || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
     return false;
   }
-  if (p.rows == 0 || !launch) return true;
+  if (p.rows == 0) return true;
   NORMTUNE_CUDA_CHECK(platform::launch(
       kernel, static_cast<unsigned>(tiles * plan.ctas_per_row), static_cast<unsigned>(threads),
       platform::LaunchOptions{.cluster = plan.ctas_per_row, .smem = smem, .dependent = true}, stream, p));
@@ -148,6 +148,13 @@ struct TunedFwd {
                 "the tuned layout does not cover the row");
   static_assert(!kStaged || kPlan.ctas_per_row == 1 || kPlan.threads_per_row >= kMaxCtasPerRow,
                 "a staged cluster plan needs a thread per peer CTA");
+  // The tuned tables are per architecture; sm_90 lets a CTA have 227 KiB of shared memory,
+  // of which the kernel's static part (reductions, the exchange slots) takes under 4 KiB.
+  // Whether a cluster of the plan fits the device is known only at run time: run() says so.
+  static_assert(!kStaged || kPlan.rows_per_cta * StagedLayout<Traits, kVec>::group_bytes(
+                                                      kPlan.vecs_per_thread * kPlan.threads_per_row, false) <=
+                                227 * 1024 - 4096,
+                "a staged tuned plan needs more shared memory than sm_90 offers");
   static_assert(kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.ctas_per_row <= kMaxCtasPerRow &&
                     (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
@@ -158,19 +165,15 @@ struct TunedFwd {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
     if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
-    if constexpr (kStaged) {
-      if (!launch_fwd_staged<Traits, Shape>(args, kPlan, nullptr, false)) {
-        return "the plan needs more shared memory or a larger cluster than this device offers";
-      }
-    }
     return nullptr;
   }
   static void run(const void* opaque, cudaStream_t stream) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if constexpr (kStaged) {
-      const bool launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);  // can_implement said yes
-      NORMTUNE_CHECK(launched, "tuned plan ", config_string(kPlan),
-                     " needs more shared memory or a larger cluster than this device offers");
+      const bool launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);
+      NORMTUNE_CHECK(launched, "tuned kernel ", config_string(kPlan),
+                     ": the device cannot hold this layout (shared memory per CTA, or CTAs per cluster); "
+                     "replace the table line");
     } else {
       launch_fwd<Traits, Shape>(args, kPlan, stream);
     }
