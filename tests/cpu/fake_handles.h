@@ -14,6 +14,9 @@ inline void* fake(uintptr_t a) { return reinterpret_cast<void*>(a); }
 struct Handle {
   NVTETensor h = nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
   Handle() = default;
+  Handle(NVTEScalingMode mode, void* p, std::vector<size_t> shape, NVTEDType t) : h(nvte_create_tensor(mode)) {
+    set(p, shape, t);
+  }
   Handle(void* p, std::vector<size_t> shape, NVTEDType t) { set(p, shape, t); }
   ~Handle() { nvte_destroy_tensor(h); }
   Handle(const Handle&) = delete;
@@ -21,6 +24,11 @@ struct Handle {
   void set(void* p, const std::vector<size_t>& shape, NVTEDType t) {
     NVTEBasicTensor b{p, t, nvte_make_shape(shape.data(), shape.size())};
     nvte_set_tensor_param_v2(h, kNVTERowwiseData, &b, sizeof(b));
+  }
+  // Another buffer of the tensor (kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv, ...).
+  void set_param(NVTETensorParam param, void* p, const std::vector<size_t>& shape, NVTEDType t) {
+    NVTEBasicTensor b{p, t, nvte_make_shape(shape.data(), shape.size())};
+    nvte_set_tensor_param_v2(h, param, &b, sizeof(b));
   }
   operator NVTETensor() const { return h; }
 };

@@ -88,9 +88,13 @@ TEST_F(FwdErrors, Dtypes) {
   EXPECT_THAT([&] { rms(); },
               ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected dtype bf16 (x's) or fp32, got fp16")));
   gamma.set(fake(0x200000), {kHidden}, kNVTEBFloat16);
+  gamma.set(fake(0x200000), {kHidden}, kNVTEFloat32);  // FP8 z needs gamma of x's dtype
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
-  EXPECT_THAT([&] { rms(); },
-              ThrowsMessage<Error>(HasSubstr("argument 'z': expected dtype bf16 (x's), got fp8e4m3 (quantized outputs are not supported yet)")));
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr(
+                                  "argument 'z': expected dtype bf16 (x's), got fp8e4m3 (an FP8 z takes gamma of x's dtype")));
+  z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1);
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("4-bit outputs are not supported yet")));
+  gamma.set(fake(0x200000), {kHidden}, kNVTEBFloat16);
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEBFloat16);
   rsigma.set(fake(0x600000), {kRows}, kNVTEBFloat16);
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'rsigma': expected dtype fp32, got bf16")));
@@ -201,6 +205,72 @@ TEST_F(FwdErrors, PointersMisalignedToTheirElements) {
   mu.set(fake(0x500000), {kRows}, kNVTEFloat32);
   gamma.set(fake(0x200002), {kHidden}, kNVTEFloat32);  // fp32 gamma with bf16 x
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("argument 'gamma': expected a pointer aligned to its 4-byte elements")));
+}
+
+// Per-tensor FP8 z: scale and scale_inv required, amax optional, each one fp32 value; the
+// written ones apart from every argument; none of them on a high-precision z; block scaling
+// not yet.
+TEST_F(FwdErrors, Fp8OutputBuffers) {
+  auto expect = [&](const char* fragment) {
+    EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] { ln(); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] { add(); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  mu.set(fake(0x500000), {kRows}, kNVTEFloat32);
+  z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect("argument 'z.scale (kNVTEScale)': expected a buffer (z is fp8e4m3), got none");
+  z.set_param(kNVTEScale, fake(0xA00000), {1}, kNVTEFloat32);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a buffer (z is fp8e4m3), got none");
+  z.set_param(kNVTERowwiseScaleInv, fake(0xA00100), {1}, kNVTEBFloat16);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected one fp32 value, got bf16 of shape [1]");
+  z.set_param(kNVTERowwiseScaleInv, fake(0xA00100), {2}, kNVTEFloat32);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected one fp32 value, got fp32 of shape [2]");
+  z.set_param(kNVTERowwiseScaleInv, fake(0xA00100), {1}, kNVTEFloat32);
+  // amax is optional: without it the call is complete.
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  expect_rejected_after_the_data_checks([&] { ln(); });
+  expect_rejected_after_the_data_checks([&] { add(); });
+  z.set_param(kNVTEAmax, fake(0xA00200), {1, 1}, kNVTEFloat32);  // one value, any rank
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  z.set_param(kNVTEAmax, fake(0xA00200), {4}, kNVTEFloat32);
+  expect("argument 'z.amax (kNVTEAmax)': expected one fp32 value, got fp32 of shape [4]");
+  // Data: present, aligned, the written buffers apart from everything else.
+  z.set_param(kNVTEAmax, nullptr, {1}, kNVTEFloat32);
+  expect("argument 'z.amax (kNVTEAmax)': expected a device pointer to one fp32 value, got NULL");
+  z.set_param(kNVTEAmax, fake(0xA00202), {1}, kNVTEFloat32);
+  expect("argument 'z.amax (kNVTEAmax)': expected a pointer aligned to 4 bytes");
+  z.set_param(kNVTEAmax, fake(0x400000 + 64), {1}, kNVTEFloat32);
+  expect("argument 'z.amax (kNVTEAmax)': expected memory separate from 'z'");
+  z.set_param(kNVTEAmax, fake(0x100000), {1}, kNVTEFloat32);
+  expect("argument 'z.amax (kNVTEAmax)': expected memory separate from 'x'");
+  z.set_param(kNVTEAmax, fake(0xA00100), {1}, kNVTEFloat32);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected memory separate from 'z.amax (kNVTEAmax)'");
+  z.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  z.set_param(kNVTERowwiseScaleInv, fake(0x600000), {1}, kNVTEFloat32);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected memory separate from 'rsigma'");
+  // scale is only read: it may sit in an input's memory.
+  z.set_param(kNVTERowwiseScaleInv, fake(0xA00100), {1}, kNVTEFloat32);
+  z.set_param(kNVTEScale, fake(0x200000), {1}, kNVTEFloat32);
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  // e5m2 too.
+  z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E5M2);
+  expect_rejected_after_the_data_checks([&] { ln(); });
+
+  // A high-precision z has none of these buffers.
+  Handle plain{fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
+  plain.set_param(kNVTEScale, fake(0xA00000), {1}, kNVTEFloat32);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, plain, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'z.scale (kNVTEScale)': expected no buffer for a z of dtype bf16 "
+                                             "(scales belong to FP8 outputs), got a buffer of shape [1]")));
+  Handle with_amax{fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
+  with_amax.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, with_amax, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("(the amax of a high-precision z is not supported yet)")));
+  // Block scaling (MXFP8) is not implemented yet: a clear error, not a wrong result.
+  Handle mx{NVTE_MXFP8_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'z': expected NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 "
+                                             "with one per-tensor scale; block-scaled outputs are not supported yet)")));
 }
 
 TEST_F(FwdErrors, ValidDataReachesTheDeviceStep) {

@@ -147,6 +147,11 @@ class TensorHandle {
     NVTEBasicTensor t{ptr, static_cast<NVTEDType>(dtype), nvte_make_shape(shape.data(), shape.size())};
     nvte_set_tensor_param_v2(h_, kNVTERowwiseData, &t, sizeof(t));
   }
+  // Another buffer of the tensor (kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv, ...).
+  void set_param(NVTETensorParam param, const DeviceArray& a, const std::vector<size_t>& shape) {
+    NVTEBasicTensor t{a.ptr, static_cast<NVTEDType>(a.dtype), nvte_make_shape(shape.data(), shape.size())};
+    nvte_set_tensor_param_v2(h_, param, &t, sizeof(t));
+  }
   NVTETensor get() const { return h_; }
   operator NVTETensor() const { return h_; }
 

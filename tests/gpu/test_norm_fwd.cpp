@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -552,6 +554,113 @@ TEST_F(NormFwdGpu, StagedPlanTooLargeForTheDeviceStreamsInstead) {
   c.hidden = 131072;
   run_fwd(c);
   set_forward_plan_override(nullptr);
+}
+
+// Per-tensor FP8 z (TransformerEngine's delayed/current scaling output): z = fp8(value *
+// scale), saturating, round to nearest even; amax = max |value| before scaling, folded into
+// the buffer with a max (so a second call without zeroing leaves it as it is); scale_inv =
+// 1 / scale exactly. Codes against the fp64 reference quantized on the host: equal, except
+// where the fp32 value and the fp64 value straddle a rounding midpoint (then the kernel's
+// code is as close as the reference's, and such flips are rare). Every element written.
+TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
+  struct Case {
+    NormType norm;
+    bool add;
+    DType t;
+    DType o;
+    size_t rows, hidden;
+    float scale;
+  };
+  const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
+  const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  for (const Case& k : {Case{NormType::kRMSNorm, false, bf, e4, 37, 4096, 0.37f},
+                        Case{NormType::kRMSNorm, false, hf, e5, 37, 7168, 3.0f},
+                        Case{NormType::kRMSNorm, false, f32, e4, 9, 1000, 200.f},  // saturates (448)
+                        Case{NormType::kLayerNorm, false, bf, e4, 37, 8192, 1.5f},
+                        Case{NormType::kLayerNorm, false, f32, e5, 5, 5000, 0.01f},
+                        Case{NormType::kRMSNorm, true, bf, e4, 37, 2048, 2.0f},
+                        Case{NormType::kRMSNorm, false, bf, e4, 3, 65536, 0.5f},     // staged cluster
+                        Case{NormType::kLayerNorm, false, hf, e4, 300, 4096, 1.0f}}) {
+    const size_t n = k.rows * k.hidden;
+    const bool ln = k.norm == NormType::kLayerNorm;
+    const HostArray x = random_array(k.t, n, 11 + k.hidden, ln ? 0.5 : 0.0), res = random_array(k.t, n, 12),
+                    g = random_array(k.t, k.hidden, 13, 1.0, 0.2), b = random_array(k.t, k.hidden, 14, 0.0, 0.5);
+    HostArray scale_h(f32, 1);
+    scale_h.set(0, k.scale);
+    DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
+                db = DeviceArray::from_host(b), dscale = DeviceArray::from_host(scale_h);
+    DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), damax(f32, 1), dsinv(f32, 1);
+    dz.poison();
+    dsinv.poison();
+    CUDA_OK(cudaMemset(damax.ptr, 0, sizeof(float)));
+    TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
+        tz(dz, {k.rows, k.hidden}), tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
+    tz.set_param(kNVTEScale, dscale, {1});
+    tz.set_param(kNVTEAmax, damax, {1});
+    tz.set_param(kNVTERowwiseScaleInv, dsinv, {1});
+    auto call = [&] {
+      call_with_workspace([&](NVTETensor ws) {
+        if (k.add) {
+          normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, false, nullptr);
+        } else if (ln) {
+          nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, false, nullptr);
+        } else {
+          nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, nullptr);
+        }
+      });
+    };
+    call();
+    const HostArray z = dz.to_host(), amax = damax.to_host(), sinv = dsinv.to_host();
+    SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
+                                dtype_name(k.t), " -> ", dtype_name(k.o), " scale ", k.scale));
+
+    const std::vector<double> xv = x.values(), rv = res.values(), gv = g.values(), bv = b.values();
+    reference::FwdInputs in;
+    in.norm = k.norm;
+    in.rows = static_cast<int64_t>(k.rows);
+    in.hidden = static_cast<int64_t>(k.hidden);
+    in.x = xv.data();
+    in.residual = k.add ? rv.data() : nullptr;
+    in.gamma = gv.data();
+    in.beta = bv.data();
+    in.epsilon = 1e-5f;
+    in.itype = k.t;
+    const reference::FwdOutputs want = reference::norm_fwd(in);
+    double ref_amax = 0;
+    size_t flips = 0, wrong = 0;
+    HostArray code(k.o, 1);
+    for (size_t i = 0; i < n; ++i) {
+      ref_amax = std::max(ref_amax, std::fabs(want.z[i]));
+      const double target = want.z[i] * k.scale;
+      code.set(0, target);  // the host's saturating round-to-nearest-even conversion
+      const double ref = code.get(0), got = z.get(i);
+      if (std::isnan(got)) {
+        ++wrong;
+        continue;
+      }
+      if (got == ref) continue;
+      // A midpoint straddle: the kernel's code is as close to the exact value as the reference's.
+      if (std::fabs(got - target) <= std::fabs(ref - target) * (1 + 1e-4) + 1e-6 * std::fabs(target)) {
+        ++flips;
+      } else if (++wrong <= 5) {
+        ADD_FAILURE() << "z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
+      }
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_LE(flips, std::max<size_t>(4, n / 1000));
+    EXPECT_NEAR(amax.get(0), ref_amax, 2e-5 * ref_amax);
+    EXPECT_EQ(static_cast<float>(sinv.get(0)), 1.f / k.scale);  // bitwise: 1/scale in fp32
+    if (k.add) {
+      EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
+    }
+    EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
+
+    // Again without zeroing amax: the max of the same values, the same bits; z the same.
+    dz.poison();
+    call();
+    EXPECT_TRUE(same_bits(damax.to_host(), amax, "amax after a second call"));
+    EXPECT_TRUE(same_bits(dz.to_host(), z, "z run to run"));
+  }
 }
 
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {

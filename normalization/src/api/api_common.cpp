@@ -89,7 +89,8 @@ void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, D
       NORMTUNE_CHECK_ARG(false, a.name, dtype_choices(allowed, x, a.dtype != DTypeRule::kInputType),
                          detail::concat(dtype_name(t.dtype),
                                         a.dtype == DTypeRule::kOutputType && quantized
-                                            ? " (quantized outputs are not supported yet)"
+                                            ? " (an FP8 z takes gamma of x's dtype; 4-bit outputs are not "
+                                              "supported yet)"
                                             : ""));
       return;
     }
@@ -117,6 +118,60 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
   const bool overlap = a != 0 && b != 0 && na != 0 && nb != 0 && a < b + nb && b < a + na;
   NORMTUNE_CHECK_ARG(!overlap, out_arg, detail::concat("memory separate from '", other_arg, "'"),
                      "overlapping buffers");
+}
+
+// z's per-tensor FP8 buffers, each one fp32 value: scale (read) and scale_inv (written)
+// required, amax (max |value| folded in, written) optional. A z of another dtype has none of
+// them.
+struct ScaleBuffer {
+  const char* name;  // as messages name it
+  BasicTensor Tensor::*member;
+  bool required;
+  bool written;
+  const char* without_fp8;  // why a high-precision z may not have it
+};
+constexpr ScaleBuffer kZScaleBuffers[] = {
+    {"z.scale (kNVTEScale)", &Tensor::scale, true, false, "scales belong to FP8 outputs"},
+    {"z.scale_inv (kNVTERowwiseScaleInv)", &Tensor::scale_inv, true, true, "scales belong to FP8 outputs"},
+    {"z.amax (kNVTEAmax)", &Tensor::amax, false, true, "the amax of a high-precision z is not supported yet"},
+};
+
+void check_output_scale_buffers(const Tensor& z) {
+  const bool fp8 = is_fp8(z.data.dtype);
+  for (const ScaleBuffer& b : kZScaleBuffers) {
+    const BasicTensor& t = z.*b.member;
+    if (!fp8) {
+      NORMTUNE_CHECK_ARG(!t.has_data(), b.name,
+                         detail::concat("no buffer for a z of dtype ", dtype_name(z.data.dtype), " (",
+                                        b.without_fp8, ")"),
+                         detail::concat("a buffer of shape ", t.shape.str()));
+      continue;
+    }
+    if (!b.required && !t.has_data()) continue;
+    NORMTUNE_CHECK_ARG(t.has_data(), b.name, detail::concat("a buffer (z is ", dtype_name(z.data.dtype), ")"),
+                       "none");
+    NORMTUNE_CHECK_ARG(t.dtype == DType::kFloat32 && t.numel() == 1, b.name, "one fp32 value",
+                       detail::concat(dtype_name(t.dtype), " of shape ", t.shape.str()));
+  }
+}
+
+// On a real call: the FP8 buffers present, aligned, and those written apart from every
+// argument and from one another (scale is only read: it may share memory with an input).
+void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, const Tensor& z) {
+  if (!is_fp8(z.data.dtype)) return;
+  for (const ScaleBuffer& b : kZScaleBuffers) {
+    const BasicTensor& t = z.*b.member;
+    if (!t.has_data()) continue;
+    NORMTUNE_CHECK_ARG(t.dptr != nullptr, b.name, "a device pointer to one fp32 value", "NULL");
+    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(t.dptr) % alignof(float) == 0, b.name,
+                       "a pointer aligned to 4 bytes", t.dptr);
+    if (!b.written) continue;
+    for (const ArgSpec& a : spec.args) expect_no_overlap(t, b.name, call[a.slot], a.name);
+    for (const ScaleBuffer& other : kZScaleBuffers) {
+      const BasicTensor& o = z.*other.member;
+      if (&other != &b && o.has_data()) expect_no_overlap(t, b.name, o, other.name);
+    }
+  }
 }
 
 }  // namespace
@@ -147,7 +202,8 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   for (const ArgSpec& a : spec.args) {
     const Tensor& t = const_tensor_from_handle(handles[a.slot], a.name);
     NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING, a.name,
-                       "an unquantized tensor (NVTE_DELAYED_TENSOR_SCALING)",
+                       "NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 with one per-tensor scale; "
+                       "block-scaled outputs are not supported yet)",
                        scaling_mode_name(static_cast<int>(t.scaling_mode)));
     const Shape want = expected_shape(a.shape, call.rows, call.hidden);
     NORMTUNE_CHECK_ARG(t.data.shape == want, a.name, detail::concat("shape ", shape_text(a), " = ", want.str()),
@@ -163,6 +219,7 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   for (const ArgSpec& a : spec.args) {
     if (&a != &x_spec && &a != &g_spec) check_dtype(spec, a, call[a.slot], x_dtype, g_dtype);
   }
+  if (!is_backward(spec.stage)) check_output_scale_buffers(*call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]);
   return call;
 }
 
@@ -241,6 +298,9 @@ void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor w
     for (const ArgSpec& in : args) {
       if (in.role == Role::kIn) expect_no_overlap(*workspace, "workspace", call[in.slot], in.name);
     }
+  }
+  if (!is_backward(spec.stage)) {
+    check_output_scale_data(spec, call, *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]);
   }
 }
 

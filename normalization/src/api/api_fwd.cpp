@@ -58,6 +58,11 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   p.residual_out = call.data(kResidualOut);
   p.mu = static_cast<float*>(call.data(kMu));
   p.rsigma = static_cast<float*>(call.data(kRsigma));
+  if (const Tensor& z = *call.by_slot[kZ]; is_fp8(z.data.dtype)) {  // per-tensor FP8 (checked)
+    p.scale = static_cast<const float*>(z.scale.dptr);
+    p.amax = static_cast<float*>(z.amax.dptr);
+    p.scale_inv = static_cast<float*>(z.scale_inv.dptr);
+  }
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);
   p.epsilon = epsilon;

@@ -106,18 +106,58 @@ struct RowStats {
   }
 };
 
+// What the output stage needs besides the statistics: the FP8 scale and the running
+// max |value| of this thread (FP8 z only; unused, and compiled away, for other outputs).
+struct OutputScale {
+  float scale = 1.f;
+  float amax = 0.f;
+};
+
 template <bool kRms, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
                                              const Vec<W, kVec>& b, float mean, float rsigma,
-                                             float gamma_shift, O* z) {
+                                             float gamma_shift, O* z, OutputScale& q) {
   Vec<O, kVec> out;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     float y = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
     if constexpr (!kRms) y += to_float(b.v[k]);
+    if constexpr (kIsFp8<O>) {
+      q.amax = fmaxf(q.amax, fabsf(y));  // before scaling; fmaxf drops a NaN
+      y *= q.scale;
+    }
     out.v[k] = from_float<O>(y);
   }
   out.store(z);
+}
+
+// The scale of an FP8 output (1 for other outputs: never read).
+template <typename O>
+__device__ __forceinline__ OutputScale output_scale(const FwdParams& p) {
+  OutputScale q;
+  if constexpr (kIsFp8<O>) q.scale = *p.scale;
+  return q;
+}
+
+// FP8 z: the CTA's max |value| into *amax (one atomic per CTA: the max of non-negative
+// floats is the max of their bit patterns as integers, whatever the order), and 1 / scale
+// into *scale_inv by CTA 0. Every thread of the CTA calls it, once, at the end.
+template <typename O>
+__device__ __forceinline__ void finish_output(const FwdParams& p, const OutputScale& q, float* warp_max) {
+  if constexpr (kIsFp8<O>) {
+    float m = q.amax;
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, platform::shfl_xor(m, offset));
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    __syncthreads();  // warp_max may be shared memory a reduction just read
+    if (lane == 0) warp_max[warp] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < static_cast<int>((blockDim.x + kWarp - 1) / kWarp); ++w) m = fmaxf(m, warp_max[w]);
+      if (p.amax != nullptr) atomicMax(reinterpret_cast<int*>(p.amax), __float_as_int(m));
+      if (p.scale_inv != nullptr && blockIdx.x == 0) *p.scale_inv = 1.f / q.scale;
+    }
+  }
 }
 
 // Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 4
@@ -169,6 +209,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   // kernel on the stream has finished; the next one may start its own prologue right away.
   platform::wait_for_prior_grid();
   platform::allow_dependent_grid();
+  OutputScale q = output_scale<O>(p);
 
   [[maybe_unused]] VW gamma_r[kHoldWeights ? kN : 1];
   [[maybe_unused]] VW beta_r[kHoldWeights ? kN : 1];
@@ -261,12 +302,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
         if (row_ok && v < nvec) {
           const int64_t off = static_cast<int64_t>(v) * kVec;
           if constexpr (kHoldWeights) {
-            store_output<kRms>(x_r[i], gamma_r[i], beta_r[i], mean, rsigma, gamma_shift, z + base + off);
+            store_output<kRms>(x_r[i], gamma_r[i], beta_r[i], mean, rsigma, gamma_shift, z + base + off, q);
           } else {
             VW g, b;
             g.load(gamma + off);
             if constexpr (!kRms) b.load(beta + off);
-            store_output<kRms>(x_r[i], g, b, mean, rsigma, gamma_shift, z + base + off);
+            store_output<kRms>(x_r[i], g, b, mean, rsigma, gamma_shift, z + base + off, q);
           }
         }
       }
@@ -281,11 +322,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
           VW g, b;
           g.load(gamma + off);
           if constexpr (!kRms) b.load(beta + off);
-          store_output<kRms>(in, g, b, mean, rsigma, gamma_shift, z + base + off);
+          store_output<kRms>(in, g, b, mean, rsigma, gamma_shift, z + base + off, q);
         }
       }
     }
   }
+  finish_output<O>(p, q, &smem.warp_parts[0][0][0]);
   cluster_exit(C, phase);
 }
 

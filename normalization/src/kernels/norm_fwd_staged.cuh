@@ -169,29 +169,32 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
   const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
-  if (!row_ok) return;
-  if (t == 0 && rank == 0) {
-    p.rsigma[row] = rsigma;
-    if constexpr (!kRms) p.mu[row] = mean;
-  }
-  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
-  O* z = static_cast<O*>(p.z) + row * hidden;
-#pragma unroll 4
-  for (int i = 0; i < N; ++i) {
-    const int v = vec_of(i);
-    if (v >= nvec) break;
-    const int s = i * G + t;
-    const int64_t off = static_cast<int64_t>(v) * kVec;
-    VW g, b;
-    if (stage_weights) {
-      g = gs[s];
-      if constexpr (!kRms) b = bs[s];
-    } else {
-      g.load(gamma + off);
-      if constexpr (!kRms) b.load(beta + off);
+  OutputScale q = output_scale<O>(p);
+  if (row_ok) {
+    if (t == 0 && rank == 0) {
+      p.rsigma[row] = rsigma;
+      if constexpr (!kRms) p.mu[row] = mean;
     }
-    store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off);
+    const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
+    O* z = static_cast<O*>(p.z) + row * hidden;
+#pragma unroll 4
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v >= nvec) break;
+      const int s = i * G + t;
+      const int64_t off = static_cast<int64_t>(v) * kVec;
+      VW g, b;
+      if (stage_weights) {
+        g = gs[s];
+        if constexpr (!kRms) b = bs[s];
+      } else {
+        g.load(gamma + off);
+        if constexpr (!kRms) b.load(beta + off);
+      }
+      store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
+    }
   }
+  finish_output<O>(p, q, &smem.warp_parts[0][0][0]);
 }
 
 }  // namespace normtune

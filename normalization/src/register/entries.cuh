@@ -19,6 +19,8 @@ namespace normtune {
 using fp32 = float;
 using fp16 = fp16_t;
 using bf16 = bf16_t;
+using fp8e4m3 = fp8e4m3_t;
+using fp8e5m2 = fp8e5m2_t;
 
 // FwdTraits or BwdTraits for (norm, stage) and the types of a list line.
 template <NormType kNorm, Stage kStage, typename W, typename I, typename O>

@@ -15,6 +15,8 @@ namespace type_token {  // the tokens of type_lists.def and the tuned tables, as
 inline constexpr DType fp32 = DType::kFloat32;
 inline constexpr DType fp16 = DType::kFloat16;
 inline constexpr DType bf16 = DType::kBFloat16;
+inline constexpr DType fp8e4m3 = DType::kFloat8E4M3;
+inline constexpr DType fp8e5m2 = DType::kFloat8E5M2;
 }  // namespace type_token
 
 inline constexpr TypeCombo kFwdTypeCombos[] = {

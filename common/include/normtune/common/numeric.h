@@ -17,6 +17,12 @@ struct bf16_t {
 struct fp16_t {
   uint16_t bits;
 };
+struct fp8e4m3_t {
+  uint8_t bits;
+};
+struct fp8e5m2_t {
+  uint8_t bits;
+};
 
 template <typename T>
 struct Elem;
@@ -41,6 +47,37 @@ struct Elem<fp16_t> {
   NORMTUNE_HD_INLINE static float to_float(fp16_t v) { return platform::cvt_f16_to_f32(v.bits); }
   NORMTUNE_HD_INLINE static fp16_t from_float(float v) { return {platform::cvt_f32_to_f16(v)}; }
 };
+
+// fp8: saturating conversions (values beyond the format's largest finite value, and +-inf,
+// give +-max; NaN gives 0x7F), as TransformerEngine's FP8 outputs.
+template <>
+struct Elem<fp8e4m3_t> {
+  static constexpr DType kDType = DType::kFloat8E4M3;
+  NORMTUNE_HD_INLINE static float to_float(fp8e4m3_t v) { return fp8e4m3_to_float(v.bits); }
+  NORMTUNE_HD_INLINE static fp8e4m3_t from_float(float v) {
+#if NORMTUNE_HAS_FP8_CONVERT
+    return {platform::cvt_f32_to_e4m3(v)};
+#else
+    return {float_to_fp8e4m3(v)};
+#endif
+  }
+};
+
+template <>
+struct Elem<fp8e5m2_t> {
+  static constexpr DType kDType = DType::kFloat8E5M2;
+  NORMTUNE_HD_INLINE static float to_float(fp8e5m2_t v) { return fp8e5m2_to_float(v.bits); }
+  NORMTUNE_HD_INLINE static fp8e5m2_t from_float(float v) {
+#if NORMTUNE_HAS_FP8_CONVERT
+    return {platform::cvt_f32_to_e5m2(v)};
+#else
+    return {float_to_fp8e5m2(v)};
+#endif
+  }
+};
+
+template <typename T>
+inline constexpr bool kIsFp8 = Elem<T>::kDType == DType::kFloat8E4M3 || Elem<T>::kDType == DType::kFloat8E5M2;
 
 template <typename T>
 NORMTUNE_HD_INLINE float to_float(T v) {

@@ -102,6 +102,8 @@ NORMTUNE_HD_INLINE uint16_t cvt_f32_to_f16(float f) {
   return __half_as_ushort(__float2half_rn(f));
 }
 NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// No fp8 conversion instruction: numeric.h uses convert.h's bit arithmetic.
+#define NORMTUNE_HAS_FP8_CONVERT 0
 
 #if NORMTUNE_DEVICE_CODE
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask); }
@@ -213,6 +215,7 @@ static_assert(__AMDGCN_WAVEFRONT_SIZE == normtune::platform::kWarpSize,
 #ifdef __cplusplus
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <utility>
 #if NORMTUNE_DEVICE_CODE
 #include <cooperative_groups.h>
@@ -244,6 +247,15 @@ NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) {
   raw.x = h;
   return __half2float(__half(raw));
 }
+// fp32 -> fp8, round to nearest even, saturating to the largest finite value (NaN -> 0x7F),
+// one instruction on sm_89+ (cvt.rn.satfinite); the same codes as convert.h.
+NORMTUNE_HD_INLINE uint8_t cvt_f32_to_e4m3(float f) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+}
+NORMTUNE_HD_INLINE uint8_t cvt_f32_to_e5m2(float f) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2));
+}
+#define NORMTUNE_HAS_FP8_CONVERT 1
 
 #if NORMTUNE_DEVICE_CODE
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
