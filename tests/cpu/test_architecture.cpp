@@ -428,6 +428,17 @@ TEST(TypeLists, EveryOpHasExactlyOneGeneralEntryPerListedCombination) {
         const NormKey call = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 1000, ScalingMode::kNone, zc);
         EXPECT_EQ(registry.select(call, ArchFamily::kAny, nullptr).entry, sel.entry) << to_string(call);
       }
+      // An FP8 z may also be MXFP8 (NORMTUNE_FWD_MXFP8_TYPES): its own general entry, for
+      // either scale layout (a run-time argument).
+      if (is_backward(op.stage) || !is_fp8(c.otype)) continue;
+      ++expected;
+      NormKey mx = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 4096, ScalingMode::kMxfp8_1D);
+      const Selection mx_sel = registry.select(mx, ArchFamily::kAny, nullptr);
+      ASSERT_NE(mx_sel.entry, nullptr) << op.name << ": no MXFP8 general entry for " << to_string(mx);
+      EXPECT_EQ(mx_sel.entry->name, detail::concat(op.kernel_name, "_", types_of(key), "_mxfp8_general"));
+      EXPECT_NE(mx_sel.entry, sel.entry);
+      mx.flags |= kFlagSwizzledScales;
+      EXPECT_EQ(registry.select(mx, ArchFamily::kAny, nullptr).entry, mx_sel.entry) << to_string(mx);
     }
   }
   EXPECT_EQ(generals, expected) << "general entries that no op's type list names";

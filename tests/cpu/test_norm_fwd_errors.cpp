@@ -266,11 +266,70 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
   with_amax.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, with_amax, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("(the amax of a high-precision z is not supported yet)")));
-  // Block scaling (MXFP8) is not implemented yet: a clear error, not a wrong result.
-  Handle mx{NVTE_MXFP8_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3};
-  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); },
+  // Block scalings other than MXFP8 are not implemented yet: a clear error, not a wrong result.
+  Handle nvfp4{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, nvfp4, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("argument 'z': expected NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 "
-                                             "with one per-tensor scale; block-scaled outputs are not supported yet)")));
+                                             "with one per-tensor scale) or NVTE_MXFP8_1D_SCALING (other block "
+                                             "scalings are not supported yet), got NVTE_NVFP4_1D_SCALING")));
+  // Inputs are never quantized.
+  Handle mx_x{NVTE_MXFP8_1D_SCALING, fake(0x100000), {kRows, kHidden}, kNVTEBFloat16};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(mx_x, gamma, 1e-5f, z, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'x': expected NVTE_DELAYED_TENSOR_SCALING (an unquantized tensor)")));
+}
+
+// MXFP8 z: FP8 data, hidden divisible by 32, E8M0 scales of TransformerEngine's padded shape
+// [roundup(rows, 128), roundup(hidden / 32, 4)] = [128, 128] here; no per-tensor buffers, no
+// column-wise data yet; 16-byte aligned data.
+TEST_F(FwdErrors, Mxfp8OutputBuffers) {
+  auto expect = [&](const Handle& out, const char* fragment) {
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, out, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] { nvte_layernorm_fwd(x, gamma, beta, 1e-5f, out, mu, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] {
+      normtune_rmsnorm_add_fwd(x, residual, gamma, 1e-5f, out, residual_out, rsigma, workspace, 0, false, nullptr);
+    }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  Handle mx{NVTE_MXFP8_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
+  expect(mx, "argument 'z': expected dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING, got bf16");
+  mx.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect(mx, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected the E8M0 block scales, e8m0 of shape [128, 128], got none");
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat32);
+  expect(mx, "expected e8m0 of shape [128, 128] = [roundup(rows, 128), roundup(hidden / 32, 4)], got fp32 of shape [128, 128]");
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {8, 128}, kNVTEFloat8E8M0);
+  expect(mx, "got e8m0 of shape [8, 128]");
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E8M0);
+  expect_rejected_after_the_data_checks([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); });
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {256, 128}, kNVTEFloat8E8M0);  // rows 129..256: 256
+  Handle x200{fake(0x100000), {200, kHidden}, kNVTEBFloat16}, rs200{fake(0x600000), {200}, kNVTEFloat32};
+  Handle mx200{NVTE_MXFP8_1D_SCALING, fake(0x400000), {200, kHidden}, kNVTEFloat8E4M3};
+  mx200.set_param(kNVTERowwiseScaleInv, fake(0xF00000), {256, 128}, kNVTEFloat8E8M0);
+  expect_rejected_after_the_data_checks(
+      [&] { nvte_rmsnorm_fwd(x200, gamma, 1e-5f, mx200, rs200, workspace, 0, false, nullptr); });
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E8M0);
+  // Per-tensor buffers and column-wise data are refused.
+  mx.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  expect(mx, "argument 'z.amax (kNVTEAmax)': expected no buffer (an MXFP8 z has block scales only)");
+  mx.set_param(kNVTEAmax, nullptr, {0}, kNVTEFloat32);
+  mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect(mx, "argument 'z': expected row-wise data only (column-wise MXFP8 is not supported yet)");
+  mx.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat8E4M3);
+  // Data: the scales present and apart from every argument; the rest 16-byte aligned.
+  mx.set_param(kNVTERowwiseScaleInv, nullptr, {128, 128}, kNVTEFloat8E8M0);
+  expect(mx, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a device pointer to 16384 E8M0 scales, got NULL");
+  mx.set_param(kNVTERowwiseScaleInv, fake(0x400000 + 4096), {128, 128}, kNVTEFloat8E8M0);
+  expect(mx, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected memory separate from 'z'");
+  mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E8M0);
+  x.set(fake(0x100002), {kRows, kHidden}, kNVTEBFloat16);
+  expect(mx, "argument 'x': expected a 16-byte aligned pointer (MXFP8 output)");
+  x.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  // Hidden sizes that are not whole blocks.
+  Handle x48{fake(0x100000), {kRows, 48}, kNVTEBFloat16}, g48{fake(0x200000), {48}, kNVTEBFloat16},
+      z48{NVTE_MXFP8_1D_SCALING, fake(0x400000), {kRows, 48}, kNVTEFloat8E4M3};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x48, g48, 1e-5f, z48, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 32 (MXFP8 blocks of 32 "
+                                             "elements), got 48")));
 }
 
 TEST_F(FwdErrors, ValidDataReachesTheDeviceStep) {

@@ -187,11 +187,11 @@ TEST(MakeKey, ZeroCenteredGammaIsARunTimeFlag) {
 TEST(MakeKey, EntryKeyClearsOnlyRunTimeFlags) {
   NormKey k = make_key(NormType::kRMSNorm, Stage::kForward, DType::kFloat32, DType::kFloat32, DType::kFloat32, 512,
                        ScalingMode::kMxfp8_1D, true);
-  k.flags |= kFlagSwizzledScales;  // a property of the output layout: part of the entry
-  EXPECT_EQ(k.entry_key().flags, kFlagSwizzledScales);
-  EXPECT_EQ(k.general().flags, kFlagSwizzledScales);
-  EXPECT_EQ(k.entry_key().scaling, ScalingMode::kMxfp8_1D);
-  EXPECT_EQ(kRunTimeKeyFlags & kFlagSwizzledScales, 0);
+  k.flags |= kFlagSwizzledScales;  // the scale layout: a run-time argument of the kernel
+  EXPECT_EQ(k.entry_key().flags, 0);
+  EXPECT_EQ(k.general().flags, 0);
+  EXPECT_EQ(k.entry_key().scaling, ScalingMode::kMxfp8_1D);  // the scaling mode is part of the entry
+  EXPECT_EQ(kRunTimeKeyFlags, kFlagZeroCenteredGamma | kFlagSwizzledScales);
 }
 
 TEST(MakeKey, BackwardKeyNeedsOtypeEqualToItype) {

@@ -11,6 +11,7 @@
 #include <normtune/tuning.h>
 
 #include "fwd_case.h"
+#include "normalization/src/kernels/mx_scale.h"
 #include "normalization/src/kernels/norm_fwd_args.h"
 #include "protocol.h"
 
@@ -660,6 +661,130 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
     call();
     EXPECT_TRUE(same_bits(damax.to_host(), amax, "amax after a second call"));
     EXPECT_TRUE(same_bits(dz.to_host(), z, "z run to run"));
+  }
+}
+
+// MXFP8 z (row-wise): per 32-element block of a row, E = the smallest power of two that fits
+// the block's max |value| (kernels/mx_scale.h, TransformerEngine's quantizer), codes =
+// fp8(value * 2^(127 - E)). Against the fp64 reference on the host: E equal, except where
+// the block's amax / fp8_max is within rounding of a power of two; codes (taken with the
+// kernel's E) equal except midpoint straddles. Scales in the compact and the GEMM-swizzled
+// layouts; the padding of the scale tensor left as it was; every element written.
+TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
+  struct Case {
+    NormType norm;
+    bool add;
+    DType t;
+    DType o;
+    size_t rows, hidden;
+    bool swizzled;
+    bool zero_centered;
+  };
+  const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
+  const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  for (const Case& k : {Case{NormType::kRMSNorm, false, bf, e4, 37, 4096, false, false},
+                        Case{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
+                        Case{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
+                        Case{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
+                        Case{NormType::kRMSNorm, false, f32, e4, 3, 65536, false, false},  // a cluster
+                        Case{NormType::kLayerNorm, false, bf, e4, 1, 160, false, false},   // 5 blocks
+                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false}}) {
+    const size_t n = k.rows * k.hidden;
+    const bool ln = k.norm == NormType::kLayerNorm;
+    SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
+                                dtype_name(k.t), " -> mxfp8 ", dtype_name(k.o), k.swizzled ? " swizzled" : " compact"));
+    const HostArray x = random_array(k.t, n, 21 + k.hidden, ln ? 0.5 : 0.0), res = random_array(k.t, n, 22),
+                    g = random_array(k.t, k.hidden, 23, k.zero_centered ? 0.0 : 1.0, 0.2),
+                    b = random_array(k.t, k.hidden, 24, 0.0, 0.5);
+    const size_t srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
+    const size_t scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
+    DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
+                db = DeviceArray::from_host(b);
+    DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), dscales(DType::kFloat8E8M0, srows * scols);
+    dz.poison();
+    dscales.poison();  // 0xFF: NaN in e8m0, never a computed scale
+    TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
+        tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
+    const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
+    const NVTEBasicTensor zdata{dz.ptr, static_cast<NVTEDType>(k.o), nvte_make_shape(std::vector<size_t>{k.rows, k.hidden}.data(), 2)};
+    nvte_set_tensor_param_v2(tz, kNVTERowwiseData, &zdata, sizeof(zdata));
+    const NVTEBasicTensor zscales{dscales.ptr, kNVTEFloat8E8M0, nvte_make_shape(std::vector<size_t>{srows, scols}.data(), 2)};
+    nvte_set_tensor_param_v2(tz, kNVTERowwiseScaleInv, &zscales, sizeof(zscales));
+    const uint8_t swizzled = k.swizzled ? 1 : 0;
+    nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+    call_with_workspace([&](NVTETensor ws) {
+      if (k.add) {
+        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+      } else if (ln) {
+        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+      } else {
+        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+      }
+    });
+    nvte_destroy_tensor(tz);
+    const HostArray z = dz.to_host(), scales = dscales.to_host();
+
+    const std::vector<double> xv = x.values(), rv = res.values(), gv = g.values(), bv = b.values();
+    reference::FwdInputs in;
+    in.norm = k.norm;
+    in.rows = static_cast<int64_t>(k.rows);
+    in.hidden = static_cast<int64_t>(k.hidden);
+    in.x = xv.data();
+    in.residual = k.add ? rv.data() : nullptr;
+    in.gamma = gv.data();
+    in.beta = bv.data();
+    in.epsilon = 1e-5f;
+    in.zero_centered_gamma = k.zero_centered;
+    in.itype = k.t;
+    const reference::FwdOutputs want = reference::norm_fwd(in);
+    const float max = fp8_max(k.o);
+    size_t scale_diffs = 0, flips = 0, wrong = 0;
+    HostArray code(k.o, 1);
+    std::vector<bool> written(srows * scols, false);
+    for (size_t r = 0; r < k.rows; ++r) {
+      for (size_t blk = 0; blk < k.hidden / kMxBlock; ++blk) {
+        double amax = 0;
+        for (size_t j = 0; j < kMxBlock; ++j) amax = std::max(amax, std::fabs(want.z[r * k.hidden + blk * kMxBlock + j]));
+        const int64_t at = mx_scale_offset(static_cast<int64_t>(r), static_cast<int64_t>(blk), static_cast<int64_t>(k.hidden), k.swizzled);
+        written[static_cast<size_t>(at)] = true;
+        const uint8_t got_e = scales.raw[static_cast<size_t>(at)];
+        const uint8_t ref_e = mx_scale_exponent(static_cast<float>(amax), max);
+        if (got_e != ref_e) {
+          // Only at a power-of-two boundary of amax / max, and one step.
+          const double ratio = amax / max, nearest = std::exp2(std::round(std::log2(ratio)));
+          if (std::abs(int{got_e} - int{ref_e}) == 1 && std::fabs(ratio - nearest) <= 1e-5 * nearest) {
+            ++scale_diffs;
+          } else if (++wrong <= 5) {
+            ADD_FAILURE() << "scale of row " << r << " block " << blk << " = " << int{got_e} << ", want " << int{ref_e};
+          }
+        }
+        const float inv = mx_inverse_scale(got_e);
+        for (size_t j = 0; j < kMxBlock; ++j) {
+          const size_t i = r * k.hidden + blk * kMxBlock + j;
+          const double target = want.z[i] * inv;
+          code.set(0, target);
+          const double ref = code.get(0), got = z.get(i);
+          if (got == ref) continue;
+          if (!std::isnan(got) && std::fabs(got - target) <= std::fabs(ref - target) * (1 + 1e-4) + 1e-6 * std::fabs(target)) {
+            ++flips;
+          } else if (++wrong <= 5) {
+            ADD_FAILURE() << "z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_LE(scale_diffs, std::max<size_t>(2, k.rows * k.hidden / kMxBlock / 1000));
+    EXPECT_LE(flips, std::max<size_t>(4, n / 1000));
+    size_t padding_touched = 0;
+    for (size_t i = 0; i < written.size(); ++i) {
+      if (!written[i] && scales.raw[i] != 0xFF) ++padding_touched;
+    }
+    EXPECT_EQ(padding_touched, 0u) << "the scale tensor's padding is left as it was";
+    EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
+    if (k.add) {
+      EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
+    }
   }
 }
 

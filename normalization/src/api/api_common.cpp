@@ -1,4 +1,5 @@
 #include "api/api_common.h"
+#include "kernels/mx_scale.h"
 
 #include <limits>
 #include <string>
@@ -136,7 +137,32 @@ constexpr ScaleBuffer kZScaleBuffers[] = {
     {"z.amax (kNVTEAmax)", &Tensor::amax, false, true, "the amax of a high-precision z is not supported yet"},
 };
 
-void check_output_scale_buffers(const Tensor& z) {
+// An MXFP8 z: FP8 row-wise data, hidden a multiple of 32, and its E8M0 scales in
+// scale_inv, [roundup(rows, 128), roundup(hidden / 32, 4)] (TransformerEngine's shape; the
+// padding is not written); no per-tensor scale or amax; no column-wise data yet.
+void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
+  NORMTUNE_CHECK_ARG(is_fp8(z.data.dtype), "z", "dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING",
+                     dtype_name(z.data.dtype));
+  NORMTUNE_CHECK_ARG(hidden % kMxBlock == 0, "z", "a hidden size divisible by 32 (MXFP8 blocks of 32 elements)",
+                     hidden);
+  NORMTUNE_CHECK_ARG(!z.has_columnwise_data(), "z", "row-wise data only (column-wise MXFP8 is not supported yet)",
+                     "column-wise data");
+  const Shape want{static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(rows))),
+                   static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(hidden)))};
+  const BasicTensor& s = z.scale_inv;
+  NORMTUNE_CHECK_ARG(s.has_data(), "z.scale_inv (kNVTERowwiseScaleInv)",
+                     detail::concat("the E8M0 block scales, e8m0 of shape ", want.str()), "none");
+  NORMTUNE_CHECK_ARG(s.dtype == DType::kFloat8E8M0 && s.shape == want, "z.scale_inv (kNVTERowwiseScaleInv)",
+                     detail::concat("e8m0 of shape ", want.str(), " = [roundup(rows, 128), roundup(hidden / 32, 4)]"),
+                     detail::concat(dtype_name(s.dtype), " of shape ", s.shape.str()));
+  for (const BasicTensor* t : {&z.scale, &z.amax}) {
+    NORMTUNE_CHECK_ARG(!t->has_data(), t == &z.scale ? "z.scale (kNVTEScale)" : "z.amax (kNVTEAmax)",
+                       "no buffer (an MXFP8 z has block scales only)", detail::concat("a buffer of shape ", t->shape.str()));
+  }
+}
+
+void check_output_scale_buffers(const Tensor& z, size_t rows, size_t hidden) {
+  if (z.scaling_mode == NVTE_MXFP8_1D_SCALING) return check_block_scaled_output(z, rows, hidden);
   const bool fp8 = is_fp8(z.data.dtype);
   for (const ScaleBuffer& b : kZScaleBuffers) {
     const BasicTensor& t = z.*b.member;
@@ -158,6 +184,20 @@ void check_output_scale_buffers(const Tensor& z) {
 // On a real call: the FP8 buffers present, aligned, and those written apart from every
 // argument and from one another (scale is only read: it may share memory with an input).
 void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, const Tensor& z) {
+  if (z.scaling_mode == NVTE_MXFP8_1D_SCALING) {
+    const BasicTensor& s = z.scale_inv;
+    NORMTUNE_CHECK_ARG(s.dptr != nullptr, "z.scale_inv (kNVTERowwiseScaleInv)",
+                       detail::concat("a device pointer to ", s.numel(), " E8M0 scales"), "NULL");
+    for (const ArgSpec& a : spec.args) expect_no_overlap(s, "z.scale_inv (kNVTERowwiseScaleInv)", call[a.slot], a.name);
+    for (const ArgSpec& a : spec.args) {
+      if (a.role != Role::kIn) continue;
+      NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(call[a.slot].dptr) % 16 == 0, a.name,
+                         "a 16-byte aligned pointer (MXFP8 output)", call[a.slot].dptr);
+    }
+    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(z.data.dptr) % 16 == 0, "z", "a 16-byte aligned pointer (MXFP8)",
+                       z.data.dptr);
+    return;
+  }
   if (!is_fp8(z.data.dtype)) return;
   for (const ScaleBuffer& b : kZScaleBuffers) {
     const BasicTensor& t = z.*b.member;
@@ -201,9 +241,12 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   // Handles, scaling modes and shapes of every argument, in table order.
   for (const ArgSpec& a : spec.args) {
     const Tensor& t = const_tensor_from_handle(handles[a.slot], a.name);
-    NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING, a.name,
-                       "NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 with one per-tensor scale; "
-                       "block-scaled outputs are not supported yet)",
+    const bool mxfp8_z = a.dtype == DTypeRule::kOutputType && t.scaling_mode == NVTE_MXFP8_1D_SCALING;
+    NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING || mxfp8_z, a.name,
+                       a.dtype == DTypeRule::kOutputType
+                           ? "NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 with one per-tensor scale) or "
+                             "NVTE_MXFP8_1D_SCALING (other block scalings are not supported yet)"
+                           : "NVTE_DELAYED_TENSOR_SCALING (an unquantized tensor)",
                        scaling_mode_name(static_cast<int>(t.scaling_mode)));
     const Shape want = expected_shape(a.shape, call.rows, call.hidden);
     NORMTUNE_CHECK_ARG(t.data.shape == want, a.name, detail::concat("shape ", shape_text(a), " = ", want.str()),
@@ -219,7 +262,9 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   for (const ArgSpec& a : spec.args) {
     if (&a != &x_spec && &a != &g_spec) check_dtype(spec, a, call[a.slot], x_dtype, g_dtype);
   }
-  if (!is_backward(spec.stage)) check_output_scale_buffers(*call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]);
+  if (!is_backward(spec.stage)) {
+    check_output_scale_buffers(*call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot], call.rows, call.hidden);
+  }
   return call;
 }
 
@@ -231,10 +276,15 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   if (!is_backward(spec.stage)) {
     const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
     o = z.data.dtype;
-    scaling = static_cast<ScalingMode>(z.scaling_mode);  // check_call admits only unquantized z
+    scaling = static_cast<ScalingMode>(z.scaling_mode);  // check_call admits per-tensor or MXFP8 z
   }
-  return make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
-                  zero_centered_gamma);
+  NormKey key = make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
+                         zero_centered_gamma);
+  if (scaling == ScalingMode::kMxfp8_1D &&
+      call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]->with_gemm_swizzled_scales) {
+    key.flags |= kFlagSwizzledScales;
+  }
+  return key;
 }
 
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {

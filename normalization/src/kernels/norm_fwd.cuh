@@ -31,15 +31,22 @@
 
 namespace normtune {
 
-// What is computed: element types, the norm and the stage (Forward or ForwardAdd).
-template <typename W, typename I, typename O, NormType kNorm_, Stage kStage_>
+// What is computed: element types, the norm, the stage (Forward or ForwardAdd) and z's
+// scaling (kNone: unquantized or per-tensor FP8; kMxfp8_1D: FP8 with an E8M0 scale per 32
+// consecutive elements of a row).
+template <typename W, typename I, typename O, NormType kNorm_, Stage kStage_,
+          ScalingMode kScaling_ = ScalingMode::kNone>
 struct FwdTraits {
   static_assert(kStage_ == Stage::kForward || kStage_ == Stage::kForwardAdd, "a forward stage");
+  static_assert(kScaling_ == ScalingMode::kNone || kScaling_ == ScalingMode::kMxfp8_1D,
+                "forward outputs: unquantized, per-tensor FP8 or MXFP8");
   using Weight = W;
   using Input = I;
   using Output = O;
   static constexpr NormType kNorm = kNorm_;
   static constexpr Stage kStage = kStage_;
+  static constexpr ScalingMode kScaling = kScaling_;
+  static constexpr bool kMxfp8 = kScaling_ == ScalingMode::kMxfp8_1D;
   static constexpr bool kRmsNorm = kNorm_ == NormType::kRMSNorm;
   static constexpr bool kResidualAdd = kStage_ == Stage::kForwardAdd;
 };
@@ -122,7 +129,7 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   for (int k = 0; k < kVec; ++k) {
     float y = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
     if constexpr (!kRms) y += to_float(b.v[k]);
-    if constexpr (kIsFp8<O>) {
+    if constexpr (kIsFp8<O>) {  // per-tensor FP8 (block-scaled outputs take their own path)
       q.amax = fmaxf(q.amax, fabsf(y));  // before scaling; fmaxf drops a NaN
       y *= q.scale;
     }
@@ -131,20 +138,24 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   out.store(z);
 }
 
-// The scale of an FP8 output (1 for other outputs: never read).
-template <typename O>
+// Whether z is FP8 with one per-tensor scale (not block-scaled).
+template <typename Traits>
+inline constexpr bool kTensorScaled = kIsFp8<typename Traits::Output> && !Traits::kMxfp8;
+
+// The scale of a per-tensor FP8 output (1 for other outputs: never read).
+template <typename Traits>
 __device__ __forceinline__ OutputScale output_scale(const FwdParams& p) {
   OutputScale q;
-  if constexpr (kIsFp8<O>) q.scale = *p.scale;
+  if constexpr (kTensorScaled<Traits>) q.scale = *p.scale;
   return q;
 }
 
 // FP8 z: the CTA's max |value| into *amax (one atomic per CTA: the max of non-negative
 // floats is the max of their bit patterns as integers, whatever the order), and 1 / scale
 // into *scale_inv by CTA 0. Every thread of the CTA calls it, once, at the end.
-template <typename O>
+template <typename Traits>
 __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputScale& q, float* warp_max) {
-  if constexpr (kIsFp8<O>) {
+  if constexpr (kTensorScaled<Traits>) {
     float m = q.amax;
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, platform::shfl_xor(m, offset));
@@ -168,6 +179,7 @@ inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
+  static_assert(!Traits::kMxfp8, "MXFP8 z takes the staged layout (norm_fwd_staged.cuh)");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;
@@ -209,7 +221,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   // kernel on the stream has finished; the next one may start its own prologue right away.
   platform::wait_for_prior_grid();
   platform::allow_dependent_grid();
-  OutputScale q = output_scale<O>(p);
+  OutputScale q = output_scale<Traits>(p);
 
   [[maybe_unused]] VW gamma_r[kHoldWeights ? kN : 1];
   [[maybe_unused]] VW beta_r[kHoldWeights ? kN : 1];
@@ -327,7 +339,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
       }
     }
   }
-  finish_output<O>(p, q, &smem.warp_parts[0][0][0]);
+  finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
   cluster_exit(C, phase);
 }
 

@@ -21,6 +21,9 @@ struct FwdParams {
   const float* scale = nullptr;
   float* amax = nullptr;
   float* scale_inv = nullptr;
+  // MXFP8 z: the row-wise E8M0 scales (kernels/mx_scale.h), compact or GEMM-swizzled.
+  uint8_t* block_scales = nullptr;
+  bool swizzled_scales = false;
   int64_t rows = 0;
   int hidden = 0;
   float epsilon = 0.f;

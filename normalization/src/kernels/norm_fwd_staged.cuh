@@ -21,6 +21,7 @@
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
+#include "kernels/mx_scale.h"
 #include "kernels/norm_fwd.cuh"
 
 namespace normtune {
@@ -169,14 +170,55 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
   const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
-  OutputScale q = output_scale<O>(p);
-  if (row_ok) {
-    if (t == 0 && rank == 0) {
-      p.rsigma[row] = rsigma;
-      if constexpr (!kRms) p.mu[row] = mean;
+  OutputScale q = output_scale<Traits>(p);
+  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
+  if (row_ok && t == 0 && rank == 0) {
+    p.rsigma[row] = rsigma;
+    if constexpr (!kRms) p.mu[row] = mean;
+  }
+  O* z = static_cast<O*>(p.z) + row * hidden;
+  if constexpr (Traits::kMxfp8) {
+    // MXFP8: thread t takes the 32-element blocks t, t + G, ... of the slice (the launcher
+    // makes slices whole blocks), reading them from shared memory: staged by other threads,
+    // hence the barrier. One E8M0 scale per block, then the codes (kernels/mx_scale.h).
+    __syncthreads();
+    constexpr int kBlockVecs = kMxBlock / kVec;
+    const int first = rank * slice;
+    const int blocks = ((nvec < first + slice ? nvec : first + slice) - first) / kBlockVecs;
+    for (int b = row_ok ? t : blocks; b < blocks; b += G) {
+      float y[kMxBlock];
+      float amax = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockVecs; ++j) {
+        const int s = b * kBlockVecs + j;
+        const int64_t off = static_cast<int64_t>(first + s) * kVec;
+        VW g, bt;
+        if (stage_weights) {
+          g = gs[s];
+          if constexpr (!kRms) bt = bs[s];
+        } else {
+          g.load(gamma + off);
+          if constexpr (!kRms) bt.load(beta + off);
+        }
+        const VI in = xs[s];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          float v = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
+          if constexpr (!kRms) v += to_float(bt.v[k]);
+          y[j * kVec + k] = v;
+          amax = fmaxf(amax, fabsf(v));
+        }
+      }
+      const uint8_t e = mx_scale_exponent(amax, fp8_max(Elem<O>::kDType));
+      const float inv = mx_inverse_scale(e);
+      Vec<O, kMxBlock> codes;
+#pragma unroll
+      for (int k = 0; k < kMxBlock; ++k) codes.v[k] = from_float<O>(y[k] * inv);
+      const int64_t block = (static_cast<int64_t>(first) * kVec) / kMxBlock + b;
+      codes.store(z + block * kMxBlock);
+      p.block_scales[mx_scale_offset(row, block, hidden, p.swizzled_scales)] = e;
     }
-    const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
-    O* z = static_cast<O*>(p.z) + row * hidden;
+  } else if (row_ok) {
 #pragma unroll 4
     for (int i = 0; i < N; ++i) {
       const int v = vec_of(i);
@@ -194,7 +236,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
     }
   }
-  finish_output<O>(p, q, &smem.warp_parts[0][0][0]);
+  finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
 }
 
 }  // namespace normtune

@@ -108,6 +108,22 @@ struct GeneralFwd {
     using I = typename Traits::Input;
     constexpr int kVec = 16 / sizeof(I);
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
+    if constexpr (Traits::kMxfp8) {
+      NORMTUNE_CHECK(aligned, "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
+      const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
+      const bool launched = launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
+      NORMTUNE_CHECK(launched, "MXFP8 output: layout ", config_string(plan),
+                     " does not fit this device (shared memory or cluster size)");
+      return;
+    } else {
+      run_unscaled(args, aligned, stream);
+    }
+  }
+
+ private:
+  static void run_unscaled(const FwdArgs& args, bool aligned, cudaStream_t stream) {
+    using I = typename Traits::Input;
+    constexpr int kVec = 16 / sizeof(I);
     const FwdPlan plan =
         forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
     if (plan.layout == FwdLayout::kStaged) {

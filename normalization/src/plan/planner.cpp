@@ -88,6 +88,19 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
   return streaming();
 }
 
+FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
+  const int nvec = ceil_div(hidden, vec);
+  // Staged, with whole warps per row so that every CTA's slice is whole 32-element blocks.
+  if (nvec <= kStagedSliceVecs || !clusters) {
+    const int g = std::min(kMaxCtaThreads, ceil_div(ceil_div(nvec, 4), kWarpSize) * kWarpSize);
+    FwdPlan plan = staged(nvec, 1, g);
+    plan.rows_per_cta = g < kTargetThreads ? kTargetThreads / g : 1;
+    return plan;
+  }
+  const FwdPlan plan = plan_forward(hidden, vec, true);
+  return plan.layout == FwdLayout::kStaged ? plan : staged(nvec, kMaxCtasPerRow, kMaxCtaThreads);
+}
+
 bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   const bool registers = p.layout == FwdLayout::kRegisters;

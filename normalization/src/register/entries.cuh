@@ -22,25 +22,38 @@ using bf16 = bf16_t;
 using fp8e4m3 = fp8e4m3_t;
 using fp8e5m2 = fp8e5m2_t;
 
-// FwdTraits or BwdTraits for (norm, stage) and the types of a list line.
-template <NormType kNorm, Stage kStage, typename W, typename I, typename O>
+// FwdTraits or BwdTraits for (norm, stage), the types of a list line and z's scaling.
+template <NormType kNorm, Stage kStage, typename W, typename I, typename O,
+          ScalingMode kScaling = ScalingMode::kNone>
 using TraitsFor = std::conditional_t<is_backward(kStage), BwdTraits<W, I, kNorm, kStage>,
-                                     FwdTraits<W, I, O, kNorm, kStage>>;
+                                     FwdTraits<W, I, O, kNorm, kStage, kScaling>>;
+
+template <typename Traits>
+constexpr ScalingMode scaling_of() {
+  if constexpr (requires { Traits::kScaling; }) {
+    return Traits::kScaling;
+  } else {
+    return ScalingMode::kNone;
+  }
+}
 
 // The key of a kernel (hidden size kAnyHiddenSize for a general entry).
 template <typename Traits>
 constexpr NormKey key_of(uint32_t hidden_size) {
   return make_key(Traits::kNorm, Traits::kStage, Elem<typename Traits::Weight>::kDType,
-                  Elem<typename Traits::Input>::kDType, Elem<typename Traits::Output>::kDType, hidden_size);
+                  Elem<typename Traits::Input>::kDType, Elem<typename Traits::Output>::kDType, hidden_size,
+                  scaling_of<Traits>());
 }
 
-// rmsnorm_fwd_bf16_bf16_bf16 (gamma's, x's, z's type); a backward names gamma's and x's.
+// rmsnorm_fwd_bf16_bf16_bf16 (gamma's, x's, z's type; _mxfp8 for block-scaled z); a
+// backward names gamma's and x's.
 template <typename Traits>
 std::string kernel_base_name() {
   const NormKey k = key_of<Traits>(kAnyHiddenSize);
   std::string name = detail::concat(op_of(k.norm, k.stage).kernel_name, "_", dtype_name(k.wtype), "_",
                                     dtype_name(k.itype));
   if (!is_backward(k.stage)) name += detail::concat("_", dtype_name(k.otype));
+  if (k.scaling == ScalingMode::kMxfp8_1D) name += "_mxfp8";
   return name;
 }
 
@@ -61,10 +74,15 @@ template <NormType kNorm, Stage kStage>
 void add_general_entries(Registry& registry) {
 #define NORMTUNE_FWD_TYPES(w, i, o) \
   if constexpr (!is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, o>>(registry);
+#define NORMTUNE_FWD_MXFP8_TYPES(w, i, o)                                                          \
+  if constexpr (!is_backward(kStage)) {                                                            \
+    add_general<TraitsFor<kNorm, kStage, w, i, o, ScalingMode::kMxfp8_1D>>(registry);               \
+  }
 #define NORMTUNE_BWD_TYPES(w, i) \
   if constexpr (is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, i>>(registry);
 #include "register/type_lists.def"
 #undef NORMTUNE_FWD_TYPES
+#undef NORMTUNE_FWD_MXFP8_TYPES
 #undef NORMTUNE_BWD_TYPES
 }
 

@@ -21,17 +21,21 @@ inline constexpr DType fp8e5m2 = DType::kFloat8E5M2;
 
 inline constexpr TypeCombo kFwdTypeCombos[] = {
 #define NORMTUNE_FWD_TYPES(w, i, o) {type_token::w, type_token::i, type_token::o},
+#define NORMTUNE_FWD_MXFP8_TYPES(w, i, o)  // dtypes of FP8 lines above; the scaling is z's
 #define NORMTUNE_BWD_TYPES(w, i)
 #include "type_lists.def"
 #undef NORMTUNE_FWD_TYPES
+#undef NORMTUNE_FWD_MXFP8_TYPES
 #undef NORMTUNE_BWD_TYPES
 };
 
 inline constexpr TypeCombo kBwdTypeCombos[] = {
 #define NORMTUNE_FWD_TYPES(w, i, o)
+#define NORMTUNE_FWD_MXFP8_TYPES(w, i, o)
 #define NORMTUNE_BWD_TYPES(w, i) {type_token::w, type_token::i, type_token::i},
 #include "type_lists.def"
 #undef NORMTUNE_FWD_TYPES
+#undef NORMTUNE_FWD_MXFP8_TYPES
 #undef NORMTUNE_BWD_TYPES
 };
 

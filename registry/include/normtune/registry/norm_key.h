@@ -47,8 +47,9 @@ enum KeyFlag : uint8_t {
 };
 inline constexpr uint8_t kAllKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales;
 // Flags every kernel takes as a run-time argument: they are part of a call's key (its
-// messages, a backend's plan cache) but not of the registry entry that serves it.
-inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma;
+// messages, a backend's plan cache) but not of the registry entry that serves it. The scale
+// layout is one: a block-scaled kernel computes each scale's offset either way.
+inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales;
 
 // hidden_size == kAnyHiddenSize marks a general entry (handles every hidden size).
 inline constexpr uint32_t kAnyHiddenSize = 0;

@@ -1,0 +1,48 @@
+// MXFP8 block scales (OCP MX, TransformerEngine's quantizer): one E8M0 scale per 32
+// consecutive elements. Host and device code (the kernels, the reference, the tests).
+//
+//   E     = e8m0 of amax / fp8_max, rounded up to a power of two (saturating): the smallest
+//           scale 2^(E - 127) that keeps every value of the block within the format;
+//   codes = fp8(value * 2^(127 - E)), round to nearest even, saturating;
+//   an all-zero block has E = 0 and zero codes; NaN values do not enter amax.
+// Scale tensors as TransformerEngine allocates them, row-wise: [roundup(rows, 128),
+// roundup(hidden / 32, 4)], compact (row-major) or in the 128x4 tiles cuBLAS reads
+// (kNVTEWithGEMMSwizzledScales).
+#pragma once
+
+#include <cstdint>
+
+#include <normtune/common/convert.h>
+#include <normtune/common/dtype.h>
+
+namespace normtune {
+
+inline constexpr int kMxBlock = 32;
+
+constexpr float fp8_max(DType t) { return t == DType::kFloat8E4M3 ? 448.f : 57344.f; }
+
+// The biased exponent E of a block's scale.
+NORMTUNE_HD_INLINE uint8_t mx_scale_exponent(float amax, float fp8_max_value) {
+  return float_to_e8m0(amax * (1.f / fp8_max_value), E8M0Rounding::kUp);
+}
+
+// 2^(127 - E): what a block's values are multiplied by before the conversion (E = 254 gives
+// 2^-127, a subnormal; E = 255 is NaN).
+NORMTUNE_HD_INLINE float mx_inverse_scale(uint8_t e) {
+  if (e == 0xFFu) return bits_float(0x7FC00000u);
+  if (e == 0xFEu) return bits_float(0x00400000u);
+  return bits_float(static_cast<uint32_t>(254u - e) << 23);
+}
+
+// The row-wise scale tensor's shape for [rows, hidden] data.
+constexpr int64_t mx_scale_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
+constexpr int64_t mx_scale_cols(int64_t hidden) { return (hidden / kMxBlock + 3) / 4 * 4; }
+
+// Offset of the scale of (row, block) in the scale tensor.
+NORMTUNE_HD_INLINE int64_t mx_scale_offset(int64_t row, int64_t block, int64_t hidden, bool swizzled) {
+  if (!swizzled) return row * mx_scale_cols(hidden) + block;
+  const int64_t tiles_x = mx_scale_cols(hidden) / 4;  // 128 x 4 tiles of 512 bytes
+  return ((row / 128) * tiles_x + block / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + block % 4;
+}
+
+}  // namespace normtune
