@@ -77,6 +77,19 @@ NVTETensor make_tensor(Input& in, std::vector<NVTETensor>& owned) {
                              in.byte() % 16 == 0 ? in.byte() : sizeof(b));
   } catch (const std::runtime_error&) {
   }
+  // Further buffers (scale, amax, scale_inv, column-wise data, ...), so that the checks of
+  // quantized outputs (per-tensor FP8, MXFP8) are reached.
+  for (int extras = in.byte() % 5; extras > 0; --extras) {  // (byte() is 0 past the input's end)
+    NVTEBasicTensor extra{};
+    extra.data_ptr = fake_pointer(in);
+    extra.dtype = static_cast<NVTEDType>(in.byte() % 10);
+    extra.shape.ndim = in.byte() % 3;
+    for (size_t i = 0; i < extra.shape.ndim; ++i) extra.shape.data[i] = in.byte() % 3 == 0 ? in.dim() : 1 + in.byte();
+    try {
+      nvte_set_tensor_param_v2(t, static_cast<NVTETensorParam>(1 + in.byte() % 6), &extra, sizeof(extra));
+    } catch (const std::runtime_error&) {
+    }
+  }
   return t;
 }
 

@@ -100,7 +100,10 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
 // planned per call.
 template <typename Traits>
 struct GeneralFwd {
-  static constexpr const char* kConfig = "layout planned per call: row in registers (vector or scalar), or streamed";
+  static constexpr const char* kConfig =
+      Traits::kMxfp8 ? "layout planned per call: staged in shared memory, whole 32-element blocks per thread"
+                     : "layout planned per call: registers (vector or scalar), staged in shared memory "
+                       "(a cluster for long rows), or streamed";
   static constexpr WorkspaceFn workspace = nullptr;
 
   static void run(const void* opaque, cudaStream_t stream) {
