@@ -38,6 +38,26 @@ struct FwdCase {
   }
 };
 
+// The fp64 reference of a forward call on host arrays (eps 1e-5; residual null: no add).
+inline reference::FwdOutputs reference_fwd(NormType norm, size_t rows, size_t hidden, const HostArray& x,
+                                           const HostArray* residual, const HostArray& gamma,
+                                           const HostArray& beta, bool zero_centered_gamma, DType itype) {
+  const std::vector<double> xv = x.values(), gv = gamma.values(), bv = beta.values();
+  const std::vector<double> rv = residual != nullptr ? residual->values() : std::vector<double>{};
+  reference::FwdInputs in;
+  in.norm = norm;
+  in.rows = static_cast<int64_t>(rows);
+  in.hidden = static_cast<int64_t>(hidden);
+  in.x = xv.data();
+  in.residual = residual != nullptr ? rv.data() : nullptr;
+  in.gamma = gv.data();
+  in.beta = bv.data();
+  in.epsilon = 1e-5f;
+  in.zero_centered_gamma = zero_centered_gamma;
+  in.itype = itype;
+  return reference::norm_fwd(in);
+}
+
 struct FwdResult {
   HostArray z, residual_out, mu, rsigma;
   KernelChoice kernel;

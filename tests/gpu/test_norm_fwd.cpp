@@ -615,18 +615,8 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
     SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
                                 dtype_name(k.t), " -> ", dtype_name(k.o), " scale ", k.scale));
 
-    const std::vector<double> xv = x.values(), rv = res.values(), gv = g.values(), bv = b.values();
-    reference::FwdInputs in;
-    in.norm = k.norm;
-    in.rows = static_cast<int64_t>(k.rows);
-    in.hidden = static_cast<int64_t>(k.hidden);
-    in.x = xv.data();
-    in.residual = k.add ? rv.data() : nullptr;
-    in.gamma = gv.data();
-    in.beta = bv.data();
-    in.epsilon = 1e-5f;
-    in.itype = k.t;
-    const reference::FwdOutputs want = reference::norm_fwd(in);
+    const reference::FwdOutputs want =
+        reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, false, k.t);
     double ref_amax = 0;
     size_t flips = 0, wrong = 0;
     HostArray code(k.o, 1);
@@ -724,19 +714,8 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
     nvte_destroy_tensor(tz);
     const HostArray z = dz.to_host(), scales = dscales.to_host();
 
-    const std::vector<double> xv = x.values(), rv = res.values(), gv = g.values(), bv = b.values();
-    reference::FwdInputs in;
-    in.norm = k.norm;
-    in.rows = static_cast<int64_t>(k.rows);
-    in.hidden = static_cast<int64_t>(k.hidden);
-    in.x = xv.data();
-    in.residual = k.add ? rv.data() : nullptr;
-    in.gamma = gv.data();
-    in.beta = bv.data();
-    in.epsilon = 1e-5f;
-    in.zero_centered_gamma = k.zero_centered;
-    in.itype = k.t;
-    const reference::FwdOutputs want = reference::norm_fwd(in);
+    const reference::FwdOutputs want =
+        reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
     const float max = fp8_max(k.o);
     size_t scale_diffs = 0, flips = 0, wrong = 0;
     HostArray code(k.o, 1);

@@ -177,6 +177,16 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
     if constexpr (!kRms) p.mu[row] = mean;
   }
   O* z = static_cast<O*>(p.z) + row * hidden;
+  // gamma (and beta) of the slice's vector s, element offset off: staged, or from memory.
+  auto load_weights = [&](int s, int64_t off, VW& g, VW& b) {
+    if (stage_weights) {
+      g = gs[s];
+      if constexpr (!kRms) b = bs[s];
+    } else {
+      g.load(gamma + off);
+      if constexpr (!kRms) b.load(beta + off);
+    }
+  };
   if constexpr (Traits::kMxfp8) {
     // MXFP8: thread t takes the 32-element blocks t, t + G, ... of the slice (the launcher
     // makes slices whole blocks), reading them from shared memory: staged by other threads,
@@ -193,13 +203,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
         const int s = b * kBlockVecs + j;
         const int64_t off = static_cast<int64_t>(first + s) * kVec;
         VW g, bt;
-        if (stage_weights) {
-          g = gs[s];
-          if constexpr (!kRms) bt = bs[s];
-        } else {
-          g.load(gamma + off);
-          if constexpr (!kRms) bt.load(beta + off);
-        }
+        load_weights(s, off, g, bt);
         const VI in = xs[s];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
@@ -226,13 +230,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       const int s = i * G + t;
       const int64_t off = static_cast<int64_t>(v) * kVec;
       VW g, b;
-      if (stage_weights) {
-        g = gs[s];
-        if constexpr (!kRms) b = bs[s];
-      } else {
-        g.load(gamma + off);
-        if constexpr (!kRms) b.load(beta + off);
-      }
+      load_weights(s, off, g, b);
       store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
     }
   }
