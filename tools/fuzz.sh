@@ -8,14 +8,18 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
+# Argument handling only: with a GPU visible, a well-formed call would launch on fake pointers.
+export CUDA_VISIBLE_DEVICES=
 "$root/tools/build.sh" >/dev/null
+# The shard count the CUDA objects were built with (register_all.cpp must agree).
+shards=$(sed -n 's/^NORMTUNE_TUNED_SHARDS:[A-Z]*=//p' "${NORMTUNE_BUILD_DIR:-$root/build}/CMakeCache.txt")
 out="$root/build-fuzz"
 mkdir -p "$out/obj" "$out/corpus"
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
        -I"$root/common/include" -I"$root/common/internal" -I"$root/registry/include"
        -I"$root/normalization/include" -I"$root/normalization/src" -I"$root/registry/tuned" -I"$cuda/include"
-       -DNORMTUNE_TUNED_SHARDS=6 -DNORMTUNE_VERSION_STRING=\"fuzz\")
+       -DNORMTUNE_TUNED_SHARDS="${shards:-6}" -DNORMTUNE_VERSION_STRING=\"fuzz\")
 sources=("$root"/common/src/*.cpp "$root"/common/src/tensor/*.cpp "$root"/registry/src/*.cpp
          "$root"/normalization/src/api/*.cpp "$root"/normalization/src/plan/*.cpp
          "$root"/normalization/src/reference/*.cpp "$root"/normalization/src/register/register_all.cpp)

@@ -37,10 +37,11 @@ fi
 if [[ " $steps " == *" sanitize "* ]]; then
   step "compute-sanitizer"
   for tool in memcheck racecheck synccheck; do
-    # The staged kernels (one CTA, clusters, the tuned h4096/h7168 lines) included; racecheck
-    # is slow on large shared-memory slices, so it takes the one-CTA staged layouts only.
-    staged='NormFwdGpu.Staged*'
-    [[ $tool == racecheck ]] && staged='NormFwdGpu.StagedOneCta*'
+    # The staged kernels (one CTA, clusters, the tuned h4096/h7168 lines) and the FP8/MXFP8
+    # outputs included; racecheck is slow on large shared-memory slices, so it takes the
+    # one-CTA staged layouts and the per-tensor FP8 test only.
+    staged='NormFwdGpu.Staged*:NormFwdGpu.Fp8*:NormFwdGpu.Mxfp8*'
+    [[ $tool == racecheck ]] && staged='NormFwdGpu.StagedOneCta*:NormFwdGpu.Fp8*'
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_forward" \
       --gtest_filter="NormFwdGpu.FusedAdd*:NormFwdGpu.ZeroRows*:NormFwdGpu.ClusterSplitRows:NormFwdGpu.ZeroCentered*:$staged:Registry/TunedFwdGpu.*h7168*:Registry/TunedFwdGpu.*h4096*" \
       >"$out/sanitize_${tool}_fwd.log" 2>&1 || status=1

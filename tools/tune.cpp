@@ -42,7 +42,7 @@ const char* const kHelp = R"(normtune tune [options]
                      16 needs the non-portable cluster size; 1: none). A layout the GPU
                      cannot launch is skipped with a message.
     --reps N         timed repetitions per candidate (default 30)
-    --verbose        print every candidate's time to stderr
+    --verbose        print every forward candidate's time to stderr
 )";
 
 namespace {

@@ -2,9 +2,14 @@
 // them without ever dereferencing the pointers.
 #pragma once
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <vector>
 
+#include <normtune/common/device_info.h>
+#include <normtune/common/error.h>
 #include <normtune/transformer_engine.h>
 
 namespace normtune::test {
@@ -32,5 +37,15 @@ struct Handle {
   }
   operator NVTETensor() const { return h; }
 };
+
+// A call whose arguments and data pass every check reaches the device step: with a GPU, the
+// fixtures' fake 16-byte workspace is then the wrong size; without one, the device lookup
+// fails. Either way the call raises, and with that error, not an argument's.
+template <typename Call>
+void expect_rejected_after_the_data_checks(Call&& call) {
+  using ::testing::HasSubstr;
+  const char* expected = device_count() > 0 ? "argument 'workspace': expected the shape" : "no GPU is visible";
+  EXPECT_THAT(call, ::testing::ThrowsMessage<Error>(HasSubstr(expected)));
+}
 
 }  // namespace normtune::test

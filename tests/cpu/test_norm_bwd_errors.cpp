@@ -26,6 +26,7 @@ using ::testing::ThrowsMessage;
 
 using test::fake;
 using test::Handle;
+using test::expect_rejected_after_the_data_checks;
 
 class BwdErrors : public ::testing::Test {
  protected:
@@ -114,18 +115,6 @@ TEST_F(BwdErrors, NegativeMultiprocessorCount) {
               ThrowsMessage<Error>(HasSubstr("argument 'multiprocessorCount': expected a count >= 0")));
 }
 
-// Past the data checks the call needs the device (the kernel is selected next): with a GPU
-// the fixture's [16]-byte workspace is then rejected before any launch (the backward needs
-// another size); without one the device lookup fails. Either way the call raises.
-template <typename Call>
-void expect_rejected_after_the_data_checks(Call&& call) {
-  if (device_count() > 0) {
-    EXPECT_THAT(call, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape")));
-  } else {
-    EXPECT_THAT(call, ThrowsMessage<Error>(::testing::AllOf(Not(HasSubstr("device pointer to")), Not(HasSubstr("aligned to its")),
-                                                            Not(HasSubstr("separate from")))));
-  }
-}
 
 TEST_F(BwdErrors, ArgumentErrorsLeaveAQueryUnanswered) {
   Handle query;

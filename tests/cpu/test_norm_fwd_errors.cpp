@@ -27,6 +27,7 @@ using ::testing::ThrowsMessage;
 
 using test::fake;
 using test::Handle;
+using test::expect_rejected_after_the_data_checks;
 
 class FwdErrors : public ::testing::Test {
  protected:
@@ -111,18 +112,6 @@ TEST_F(FwdErrors, Scalars) {
               ThrowsMessage<Error>(HasSubstr("argument 'multiprocessorCount': expected a count >= 0")));
 }
 
-// A call past the data checks needs the device (the kernel is selected next): with a GPU the
-// fixture's [16]-byte workspace is then rejected (a forward answers [1]) before any launch;
-// without one the device lookup fails. Either way the call raises and nothing runs.
-template <typename Call>
-void expect_rejected_after_the_data_checks(Call&& call) {
-  if (device_count() > 0) {
-    EXPECT_THAT(call, ThrowsMessage<Error>(HasSubstr("argument 'workspace': expected the shape [1] and dtype byte")));
-  } else {
-    EXPECT_THAT(call, ThrowsMessage<Error>(::testing::AllOf(Not(HasSubstr("device pointer to")), Not(HasSubstr("aligned to its")),
-                                                            Not(HasSubstr("separate from")))));
-  }
-}
 
 TEST_F(FwdErrors, ArgumentErrorsLeaveAQueryUnanswered) {
   // Shape and dtype checks come before the query is answered: the workspace keeps no elements.

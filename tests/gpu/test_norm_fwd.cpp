@@ -593,6 +593,9 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
     DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), damax(f32, 1), dsinv(f32, 1);
     dz.poison();
     dsinv.poison();
+    dmu.poison();
+    drs.poison();
+    dres_out.poison();
     CUDA_OK(cudaMemset(damax.ptr, 0, sizeof(float)));
     TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
         tz(dz, {k.rows, k.hidden}), tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
@@ -645,6 +648,9 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
       EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
     }
     EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
+    if (ln) {
+      EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
+    }
 
     // Again without zeroing amax: the max of the same values, the same bits; z the same.
     dz.poison();
@@ -693,6 +699,9 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
     DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), dscales(DType::kFloat8E8M0, srows * scols);
     dz.poison();
     dscales.poison();  // 0xFF: NaN in e8m0, never a computed scale
+    dmu.poison();
+    drs.poison();
+    dres_out.poison();
     TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
         tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
     const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
@@ -761,6 +770,9 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
     }
     EXPECT_EQ(padding_touched, 0u) << "the scale tensor's padding is left as it was";
     EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
+    if (ln) {
+      EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
+    }
     if (k.add) {
       EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
     }

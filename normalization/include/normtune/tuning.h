@@ -23,7 +23,7 @@ namespace normtune {
 // Every kernel's launch bound: threads per CTA (128 registers per thread at most).
 inline constexpr int kMaxCtaThreads = 512;
 // CTAs that may share a row (a thread-block cluster): sm_90 allows 16 with the non-portable
-// attribute, 8 without; the planner asks for at most the portable size.
+// attribute (set on the kernels that may use it), 8 without.
 inline constexpr int kMaxCtasPerRow = 16;
 inline constexpr int kMaxPortableCtasPerRow = 8;
 
@@ -191,8 +191,9 @@ bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
 
 // What `normtune tune` times for a hidden size (vector-aligned data): every layout the
 // general kernel can take, all of which fit.
-// Forward: max_cluster > 1 adds layouts that split a long row over a cluster of up to that
-// many CTAs; a row no layout holds in registers gets the streaming layout.
+// Forward: registers and staged layouts of one CTA; max_cluster > 1 adds layouts that split a
+// long row over a cluster of up to that many CTAs (registers or staged); rows longer than
+// 2048 vectors also get the streaming layout.
 std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
                                              int max_cluster = 1);
 std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size);

@@ -19,7 +19,7 @@ namespace normtune {
 
 inline constexpr int kMxBlock = 32;
 
-constexpr float fp8_max(DType t) { return t == DType::kFloat8E4M3 ? 448.f : 57344.f; }
+constexpr float fp8_max(DType t) { return t == DType::kFloat8E4M3 ? kFp8E4M3Max : kFp8E5M2Max; }
 
 // The biased exponent E of a block's scale.
 NORMTUNE_HD_INLINE uint8_t mx_scale_exponent(float amax, float fp8_max_value) {

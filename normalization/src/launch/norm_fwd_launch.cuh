@@ -50,7 +50,8 @@ void launch_fwd(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
 }
 
 // The staged layout (kernels/norm_fwd_staged.cuh): one CTA (or cluster) per row tile, the
-// slices in dynamic shared memory; gamma and beta staged too when the grid is one wave or less.
+// slices in dynamic shared memory; gamma and beta staged too when the grid has at most one CTA
+// per SM (the few-row, latency-bound case).
 // Returns false, launching nothing, when the device cannot hold the plan (shared memory, or a
 // cluster that never fits).
 template <typename Traits, typename Shape>
@@ -72,7 +73,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
     const size_t optin = device_info(device).shared_memory_per_block_optin;
     const size_t limit = optin > static_bytes ? optin - static_bytes : 0;
     NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, limit));
-    if (!platform::kIsHip) NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel));
+    if (device_info(device).supports_clusters) NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel));
     max_smem[device] = limit;
   });
   const size_t smem_limit = max_smem[device];
@@ -112,7 +113,9 @@ struct GeneralFwd {
     constexpr int kVec = 16 / sizeof(I);
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
     if constexpr (Traits::kMxfp8) {
-      NORMTUNE_CHECK(aligned, "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
+      using Codes = Vec<typename Traits::Output, kMxBlock>;  // what a thread stores per block
+      NORMTUNE_CHECK(aligned && aligned_to(args.params.z, alignof(Codes)),
+                     "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
       const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
       const bool launched = launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
       NORMTUNE_CHECK(launched, "MXFP8 output: layout ", config_string(plan),

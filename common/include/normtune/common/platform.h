@@ -109,7 +109,6 @@ NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) { return __half2float(__usho
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) { return __shfl_xor(v, lane_mask); }
 // No thread-block clusters on AMD: the planner never asks for more than one CTA per row.
 __device__ __forceinline__ int cluster_rank() { return 0; }
-__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
 __device__ __forceinline__ void cluster_arrive_relaxed() {}
 __device__ __forceinline__ void cluster_arrive_release() {}
 __device__ __forceinline__ void cluster_wait_acquire() { __syncthreads(); }
@@ -154,12 +153,6 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, cons
   hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), static_cast<unsigned>(options.smem), stream,
                      std::forward<Args>(args)...);
   return hipSuccess;
-}
-
-template <typename... KArgs, typename... Args>
-cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
-                   cudaStream_t stream, Args&&... args) {
-  return launch(kernel, grid, block, LaunchOptions{.cluster = cluster}, stream, std::forward<Args>(args)...);
 }
 
 template <typename Kernel>
@@ -264,7 +257,6 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
 __device__ __forceinline__ int cluster_rank() {
   return static_cast<int>(cooperative_groups::this_cluster().block_rank());
 }
-__device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluster().sync(); }
 // The two halves of a cluster barrier, so that work can go between them. Every thread of
 // every CTA of the cluster calls them alternately, arrive first. relaxed: orders nothing
 // (e.g. "this CTA has started"); release/acquire: the writes before the arrive (to any CTA's
@@ -394,13 +386,6 @@ cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, cons
   cudaLaunchAttribute attrs[2]{};
   const cudaLaunchConfig_t config = launch_config(dim3(grid), block, options, stream, attrs);
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-// kernel<<<grid, block, 0, stream>>>(args...), as clusters of `cluster` CTAs when > 1.
-template <typename... KArgs, typename... Args>
-cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, int cluster,
-                   cudaStream_t stream, Args&&... args) {
-  return launch(kernel, grid, block, LaunchOptions{.cluster = cluster}, stream, std::forward<Args>(args)...);
 }
 
 // Clusters of `options.cluster` CTAs of kernel that can be resident at once on the device
