@@ -93,9 +93,7 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);
   p.zero_centered_gamma = zero_centered_gamma;
-  // multiprocessorCount bounds the grid; more SMs than the device has mean all of them.
-  const int sms = device_info(current_device()).sm_count;
-  args.sm_bound = multiprocessorCount > 0 ? std::min(multiprocessorCount, sms) : sms;
+  args.sm_bound = sm_bound(multiprocessorCount, device_info(current_device()).sm_count);
 
   // With a plan override (the autotuner), the general kernel runs with that layout.
   const bool general_only = backward_plan_override() != nullptr;

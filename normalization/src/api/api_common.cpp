@@ -317,7 +317,7 @@ bool workspace_protocol(NVTETensor workspace, size_t bytes_needed) {
 }
 
 void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor workspace_handle) {
-  const BasicTensor* workspace = &const_tensor_from_handle(workspace_handle, "workspace").data;
+  const BasicTensor& workspace = const_tensor_from_handle(workspace_handle, "workspace").data;
   for (const ArgSpec& a : spec.args) {
     const BasicTensor& t = call[a.slot];
     NORMTUNE_CHECK_ARG(t.dptr != nullptr || t.numel() == 0, a.name,
@@ -341,13 +341,11 @@ void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor w
       if ((out.may_alias >> other.slot & 1) != 0 && o.dptr == t.dptr) continue;
       expect_no_overlap(o, out.name, t, other.name);
     }
-    if (workspace != nullptr) expect_no_overlap(o, out.name, *workspace, "workspace");
+    expect_no_overlap(o, out.name, workspace, "workspace");
   }
   // The workspace is written too (the backward's partials): no input may share it either.
-  if (workspace != nullptr) {
-    for (const ArgSpec& in : args) {
-      if (in.role == Role::kIn) expect_no_overlap(*workspace, "workspace", call[in.slot], in.name);
-    }
+  for (const ArgSpec& in : args) {
+    if (in.role == Role::kIn) expect_no_overlap(workspace, "workspace", call[in.slot], in.name);
   }
   if (!is_backward(spec.stage)) {
     check_output_scale_data(spec, call, *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]);

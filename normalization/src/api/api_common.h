@@ -69,4 +69,10 @@ bool workspace_protocol(NVTETensor workspace, size_t bytes_needed);
 // Step 6: runs `entry` and records it for last_kernel().
 void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream);
 
+// The SMs a call's grid may use: multiprocessorCount (checked >= 0 by check_call), where
+// 0, or more SMs than the device has, means all of them.
+inline int sm_bound(int multiprocessorCount, int device_sms) {
+  return multiprocessorCount > 0 && multiprocessorCount < device_sms ? multiprocessorCount : device_sms;
+}
+
 }  // namespace normtune

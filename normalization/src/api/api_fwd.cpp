@@ -70,8 +70,7 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   p.hidden = static_cast<int>(call.hidden);
   p.epsilon = epsilon;
   p.zero_centered_gamma = zero_centered_gamma;
-  // multiprocessorCount bounds the grid; more SMs than the device has mean all of them.
-  args.sm_bound = multiprocessorCount > 0 ? std::min(multiprocessorCount, dev.sm_count) : dev.sm_count;
+  args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
   args.clusters = dev.supports_clusters;
 
   // The kernel is chosen before the workspace query is answered, so that the size is the
