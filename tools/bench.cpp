@@ -41,6 +41,10 @@ const char* const kHelp = R"(normtune bench [options]
                      (default: all six)
     --dtype LIST     bf16,fp16,fp32: x, gamma and z, each dtype a pass over the shapes with
                      its own baselines (default bf16; --dtypes is the same option)
+    --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
+                     scaled e4m3, scale 8, amax and scale_inv written), mxfp8 (row-wise
+                     e4m3, an E8M0 scale per 32 elements, compact layout); each a pass over
+                     the shapes (the backward ops run in the `same` pass only)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
@@ -53,12 +57,15 @@ const char* const kHelp = R"(normtune bench [options]
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
   of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
-  gamma, write z, residual_out, rsigma; backward = read dz, x, rsigma (+mu), gamma (+add),
+  gamma, write z, residual_out, rsigma (z: FP8 a byte per element, MXFP8 plus one scale
+  byte per 32); backward = read dz, x, rsigma (+mu), gamma (+add),
   write dx, dgamma (+dbeta). The backward's fp32 partials (workspace, allocated outside the
   timed region) cost time but are not counted. Backward is timed as a whole (main kernel +
   finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
   reads two tensors and writes two; for a backward one that reads two (three with add) and
-  writes one.
+  writes one. FP8 and MXFP8 z: a cast of x to fp8 e4m3 (reads x, writes a byte per element;
+  with the fused add, also writes x + residual); MXFP8 rows also time the unfused way, the
+  norm into x's dtype then a separate MXFP8 quantization pass, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
 
@@ -73,6 +80,7 @@ std::vector<const OpInfo*> all_ops() {
 struct Options {
   std::vector<const OpInfo*> ops = all_ops();
   std::vector<DType> dtypes{DType::kBFloat16};
+  std::vector<ZFormat> outs{ZFormat::kSame};
   std::vector<std::pair<size_t, size_t>> shapes{
       {4096, 4096},  {4096, 8192},  {8192, 7168}, {16384, 4096}, {32768, 8192}, {16384, 1536},
       {65536, 128},  {8192, 32768}, {4096, 65536}, {1024, 262144}, {1, 4096},   {128, 7168}};
@@ -118,6 +126,13 @@ Options parse(const std::vector<std::string_view>& args) {
                        ": expected bf16, fp16 or fp32");
         o.dtypes.push_back(t);
       }
+    } else if (a == "--out") {
+      o.outs.clear();
+      for (const auto& name : split(value(i), ',')) {
+        ZFormat f;
+        NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name, ": expected same, fp8 or mxfp8");
+        o.outs.push_back(f);
+      }
     } else if (a == "--shapes") {
       o.shapes.clear();
       for (const auto& s : split(value(i), ',')) {
@@ -146,13 +161,14 @@ Options parse(const std::vector<std::string_view>& args) {
 }
 
 struct Result {
-  std::string op, dtype, kernel;
+  std::string op, dtype, out, kernel;
   bool tuned = false;
   size_t rows = 0, hidden = 0;
   double bytes = 0;
   Timing t, base;
   std::string base_name;
   double graph_us = -1, base_graph_us = -1;
+  double unfused_us = -1;  // MXFP8: the norm into x's dtype + a separate quantization pass
   std::string verified = "no";
 };
 
@@ -161,14 +177,14 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
   auto tbps = [](const Result& r) { return r.bytes / (r.t.median_us * 1e-6) / 1e12; };
   if (!o.csv.empty()) {
     std::ofstream f(o.csv);
-    f << "op,dtype,rows,hidden,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
-         "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,verified\n";
+    f << "op,dtype,out,rows,hidden,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
+         "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,unfused_us,verified\n";
     for (const Result& r : results) {
-      f << r.op << ',' << r.dtype << ',' << r.rows << ',' << r.hidden << ',' << r.kernel << ','
+      f << r.op << ',' << r.dtype << ',' << r.out << ',' << r.rows << ',' << r.hidden << ',' << r.kernel << ','
         << (r.tuned ? 1 : 0) << ',' << r.t.median_us << ',' << r.t.p10_us << ',' << r.t.p90_us << ','
         << tbps(r) << ',' << 100 * tbps(r) / peak << ',' << r.base_name << ',' << r.base.median_us << ','
         << r.t.median_us / r.base.median_us << ',' << r.graph_us << ',' << r.base_graph_us << ','
-        << r.verified << '\n';
+        << r.unfused_us << ',' << r.verified << '\n';
     }
   }
   if (!o.json.empty()) {
@@ -177,14 +193,15 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
       << ",\n  \"copy_peak_tbps\": " << peak << ",\n  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype << "\", \"rows\": " << r.rows
+      f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype << "\", \"out\": \"" << r.out
+        << "\", \"rows\": " << r.rows
         << ", \"hidden\": " << r.hidden << ", \"kernel\": \"" << r.kernel << "\", \"tuned\": "
         << (r.tuned ? "true" : "false") << ", \"us\": " << r.t.median_us << ", \"p10_us\": " << r.t.p10_us
         << ", \"p90_us\": " << r.t.p90_us << ", \"tbps\": " << tbps(r) << ", \"pct_copy_peak\": "
         << 100 * tbps(r) / peak << ", \"baseline\": \"" << r.base_name << "\", \"baseline_us\": "
         << r.base.median_us << ", \"ratio_to_baseline\": " << r.t.median_us / r.base.median_us
         << ", \"graph_us_per_call\": " << r.graph_us << ", \"baseline_graph_us_per_call\": "
-        << r.base_graph_us << ", \"verified\": \"" << r.verified << "\"}"
+        << r.base_graph_us << ", \"unfused_us\": " << r.unfused_us << ", \"verified\": \"" << r.verified << "\"}"
         << (i + 1 < results.size() ? "," : "") << "\n";
     }
     f << "  ]\n}\n";
@@ -207,36 +224,37 @@ int run(const std::vector<std::string_view>& args) {
               dev.sm_count, peak);
   std::printf("timing: median of %d reps after %d warm-up, L2 flushed before each; decode rows <= 128 "
               "also per call in a CUDA graph\n\n", o.reps, o.warmup);
-  std::printf("%-15s %-5s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype", "shape",
-              "us", "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
+  std::printf("%-15s %-10s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype>z", "shape", "us",
+              "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
 
   std::vector<Result> results;
   for (const DType t : o.dtypes) {
     const size_t e = dtype_storage_bytes(t, 1);
     for (const auto& [rows, hidden] : o.shapes) {
       const size_t n = rows * hidden;
-      DeviceMem x(n * e), res(n * e), z(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
+      DeviceMem x(n * e), res(n * e), add(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
           mu(rows * 4), rsigma(rows * 4), dgamma(hidden * e), dbeta(hidden * e);
       fill_random(x.ptr, t, n, 1, 0.3, 1.0);
       fill_random(res.ptr, t, n, 2, 0.0, 1.0);
       fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
       fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
-      Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hz(z.ptr, {rows, hidden}, t),
-          hro(res_out.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
-          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rsigma.ptr, {rows}, DType::kFloat32),
-          hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hadd(z.ptr, {rows, hidden}, t);
+      fill_random(add.ptr, t, n, 5, 0.0, 1.0);  // the backward's added gradient
+      Handle hx(x.ptr, {rows, hidden}, t), hres(res.ptr, {rows, hidden}, t), hro(res_out.ptr, {rows, hidden}, t),
+          hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t), hmu(mu.ptr, {rows}, DType::kFloat32),
+          hrs(rsigma.ptr, {rows}, DType::kFloat32), hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t),
+          hadd(add.ptr, {rows, hidden}, t);
       const float eps = 1e-5f;
-      // Every op through its C API entry point. Backward: dz = residual, add = z (filled),
-      // dx = residual_out; the statistics come from the forward of x (into residual_out).
-      auto op_call = [&](const OpInfo& op) -> CallWithWorkspace {
+      // Every op through its C API entry point, forward ops writing z. Backward: dz =
+      // residual, dx = residual_out; the statistics come from the forward of x.
+      auto op_call = [&](const OpInfo& op, NVTETensor zt) -> CallWithWorkspace {
         const bool ln = op.norm == NormType::kLayerNorm;
         switch (op.stage) {
           case Stage::kForward:
-            if (ln) return [&](NVTETensor w, cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, hz, hmu, hrs, w, o.sms, false, s); };
-            return [&](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, hz, hrs, w, o.sms, false, s); };
+            if (ln) return [&, zt](NVTETensor w, cudaStream_t s) { nvte_layernorm_fwd(hx, hg, hb, eps, zt, hmu, hrs, w, o.sms, false, s); };
+            return [&, zt](NVTETensor w, cudaStream_t s) { nvte_rmsnorm_fwd(hx, hg, eps, zt, hrs, w, o.sms, false, s); };
           case Stage::kForwardAdd:
-            return [&](NVTETensor w, cudaStream_t s) {
-              normtune_rmsnorm_add_fwd(hx, hres, hg, eps, hz, hro, hrs, w, o.sms, false, s);
+            return [&, zt](NVTETensor w, cudaStream_t s) {
+              normtune_rmsnorm_add_fwd(hx, hres, hg, eps, zt, hro, hrs, w, o.sms, false, s);
             };
           case Stage::kBackward:
             if (ln) {
@@ -253,83 +271,115 @@ int run(const std::vector<std::string_view>& args) {
         NORMTUNE_ERROR("bench: no call for op ", op.name);
       };
 
-      for (const OpInfo* op_ptr : o.ops) {
-        const OpInfo& op = *op_ptr;
-        const bool backward = is_backward(op.stage);
-        const bool ln = op.norm == NormType::kLayerNorm;
-        Result r;
-        r.op = op.name;
-        r.dtype = std::string(dtype_name(t));
-        r.rows = rows;
-        r.hidden = hidden;
-        if (backward) {
-          fill_random(z.ptr, t, n, 5, 0.0, 1.0);  // the added gradient
-          // The forward's statistics (rsigma and mu of the norm being differentiated).
-          const CallWithWorkspace fwd = op_call(op_of(op.norm, Stage::kForward));
-          fwd(Workspace(fwd, timer.stream()), timer.stream());
+      for (const ZFormat out : o.outs) {
+        if (out == ZFormat::kMxfp8 && hidden % 32 != 0) {
+          std::printf("(%zux%zu: no MXFP8 pass, hidden is not a multiple of 32)\n", rows, hidden);
+          continue;
         }
-        const CallWithWorkspace run_op = op_call(op);
-        const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
-        const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
-        switch (op.stage) {
-          case Stage::kForward: r.bytes = 2.0 * n * e + (ln ? 2.0 : 1.0) * hidden * e + (ln ? 8.0 : 4.0) * rows; break;
-          case Stage::kForwardAdd: r.bytes = 4.0 * n * e + hidden * e + 4.0 * rows; break;
-          case Stage::kBackward:
-          case Stage::kBackwardAdd:
-            r.bytes = (op.stage == Stage::kBackwardAdd ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e +
-                      (ln ? 8.0 : 4.0) * rows;
-            break;
+        const ZOutput z(out, t, rows, hidden);
+        std::unique_ptr<ZOutput> z_wide;  // MXFP8: the unfused norm's output in x's dtype
+        if (out == ZFormat::kMxfp8) z_wide = std::make_unique<ZOutput>(ZFormat::kSame, t, rows, hidden);
+        for (const OpInfo* op_ptr : o.ops) {
+          const OpInfo& op = *op_ptr;
+          const bool backward = is_backward(op.stage);
+          if (backward && out != ZFormat::kSame) continue;
+          const bool ln = op.norm == NormType::kLayerNorm;
+          Result r;
+          r.op = op.name;
+          r.dtype = std::string(dtype_name(t));
+          r.out = z_format_name(out);
+          r.rows = rows;
+          r.hidden = hidden;
+          if (backward) {
+            // The forward's statistics (rsigma and mu of the norm being differentiated).
+            const CallWithWorkspace fwd = op_call(op_of(op.norm, Stage::kForward), z);
+            fwd(Workspace(fwd, timer.stream()), timer.stream());
+          }
+          const CallWithWorkspace run_op = op_call(op, z);
+          const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
+          const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
+          const double z_bytes = static_cast<double>(z.data_bytes() + z.scale_bytes());
+          switch (op.stage) {
+            case Stage::kForward: r.bytes = n * e + z_bytes + (ln ? 2.0 : 1.0) * hidden * e + (ln ? 8.0 : 4.0) * rows; break;
+            case Stage::kForwardAdd: r.bytes = 3.0 * n * e + z_bytes + hidden * e + 4.0 * rows; break;
+            case Stage::kBackward:
+            case Stage::kBackwardAdd:
+              r.bytes = (op.stage == Stage::kBackwardAdd ? 4.0 : 3.0) * n * e + (ln ? 3.0 : 2.0) * hidden * e +
+                        (ln ? 8.0 : 4.0) * rows;
+              break;
+          }
+          if (!backward) z.poison(timer.stream());
+          call(timer.stream());
+          NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+          const KernelChoice k = last_kernel();
+          r.kernel = k.name;
+          r.tuned = k.tuned;
+          if (o.verify && backward) {
+            r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op.stage == Stage::kBackwardAdd ? add.ptr : nullptr,
+                                    mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
+          } else if (o.verify) {
+            r.verified = verify(op, t, rows, hidden, x.ptr, op.stage == Stage::kForwardAdd ? res.ptr : nullptr, gamma.ptr,
+                                ln ? beta.ptr : nullptr, z, rsigma.ptr, eps);
+          }
+          r.t = timer.time(call, o.warmup, o.reps);
+          std::function<void(cudaStream_t)> base;
+          if (!backward && out != ZFormat::kSame) {
+            const bool with_add = op.stage == Stage::kForwardAdd;
+            r.base_name = with_add ? "add+cast8" : "cast8";
+            base = [&, with_add](cudaStream_t s) {
+              launch_cast_fp8(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n, dev.sm_count, s);
+            };
+          } else if (op.stage == Stage::kForwardAdd) {
+            r.base_name = "2r2w";
+            base = [&](cudaStream_t s) {
+              launch_two_reads(x.ptr, res.ptr, z.data(), res_out.ptr, n * e, dev.sm_count, s);
+            };
+          } else if (op.stage == Stage::kBackwardAdd) {
+            r.base_name = "3r1w";
+            base = [&](cudaStream_t s) {
+              launch_three_reads(x.ptr, res.ptr, add.ptr, res_out.ptr, n * e, dev.sm_count, s);
+            };
+          } else if (backward) {
+            r.base_name = "2r1w";
+            base = [&](cudaStream_t s) {
+              launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
+            };
+          } else {
+            r.base_name = "copy";
+            base = [&](cudaStream_t s) {
+              NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(z.data(), x.ptr, n * e, cudaMemcpyDeviceToDevice, s));
+            };
+          }
+          r.base = timer.time(base, o.warmup, o.reps);
+          std::string unfused;
+          if (z_wide) {
+            // The unfused way: the norm into x's dtype, then a separate MXFP8 quantization.
+            const CallWithWorkspace wide_op = op_call(op, *z_wide);
+            const Workspace wide_ws(wide_op, timer.stream());
+            r.unfused_us = timer.time([&](cudaStream_t s) {
+                                 wide_op(wide_ws, s);
+                                 launch_mxfp8_quantize(z_wide->data(), t, z.data(), z.block_scales(), rows, hidden,
+                                                       z.scale_cols(), dev.sm_count, s);
+                               }, o.warmup, o.reps).median_us;
+            unfused = detail::concat("; unfused norm + quantize ", r.unfused_us, " us (fused ",
+                                     r.unfused_us / r.t.median_us, "x faster)");
+          }
+          if (rows <= 128) {
+            r.graph_us = timer.time_graph(call, 100, 50).median_us;
+            r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
+          }
+          const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
+          const std::string dtype_z = out == ZFormat::kSame ? r.dtype : r.dtype + ">" + r.out;
+          std::printf("%-15s %-10s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s%s\n",
+                      op.name, dtype_z.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
+                      100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
+                      r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
+                      r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),
+                      r.kernel.c_str(), r.tuned ? " (tuned)" : " (general)", unfused.c_str());
+          std::fflush(stdout);
+          results.push_back(r);
         }
-        call(timer.stream());
-        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-        const KernelChoice k = last_kernel();
-        r.kernel = k.name;
-        r.tuned = k.tuned;
-        if (o.verify && backward) {
-          r.verified = verify_bwd(op, t, rows, hidden, res.ptr, x.ptr, op.stage == Stage::kBackwardAdd ? z.ptr : nullptr,
-                                  mu.ptr, rsigma.ptr, gamma.ptr, res_out.ptr, dgamma.ptr, dbeta.ptr);
-        } else if (o.verify) {
-          r.verified = verify(op, t, rows, hidden, x.ptr, op.stage == Stage::kForwardAdd ? res.ptr : nullptr, gamma.ptr,
-                              ln ? beta.ptr : nullptr, z.ptr, rsigma.ptr, eps);
-        }
-        r.t = timer.time(call, o.warmup, o.reps);
-        std::function<void(cudaStream_t)> base;
-        if (op.stage == Stage::kForwardAdd) {
-          r.base_name = "2r2w";
-          base = [&](cudaStream_t s) {
-            launch_two_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
-          };
-        } else if (op.stage == Stage::kBackwardAdd) {
-          r.base_name = "3r1w";
-          base = [&](cudaStream_t s) {
-            launch_three_reads(x.ptr, res.ptr, z.ptr, res_out.ptr, n * e, dev.sm_count, s);
-          };
-        } else if (backward) {
-          r.base_name = "2r1w";
-          base = [&](cudaStream_t s) {
-            launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
-          };
-        } else {
-          r.base_name = "copy";
-          base = [&](cudaStream_t s) {
-            NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(z.ptr, x.ptr, n * e, cudaMemcpyDeviceToDevice, s));
-          };
-        }
-        r.base = timer.time(base, o.warmup, o.reps);
-        if (rows <= 128) {
-          r.graph_us = timer.time_graph(call, 100, 50).median_us;
-          r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
-        }
-        const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
-        std::printf("%-15s %-5s %6zux%-6zu %9.2f %7.2f-%-7.2f %7.3f %5.1f%%  %-10s %9.2f %6.3f %9s %9s  %s%s\n",
-                    op.name, r.dtype.c_str(), rows, hidden, r.t.median_us, r.t.p10_us, r.t.p90_us, tbps,
-                    100 * tbps / peak, r.base_name.c_str(), r.base.median_us, r.t.median_us / r.base.median_us,
-                    r.graph_us < 0 ? "-" : detail::concat(r.graph_us).substr(0, 6).c_str(),
-                    r.base_graph_us < 0 ? "-" : detail::concat(r.base_graph_us).substr(0, 6).c_str(),
-                    r.kernel.c_str(), r.tuned ? " (tuned)" : " (general)");
-        std::fflush(stdout);
-        results.push_back(r);
-      }
+      }  // outs
     }
   }  // dtypes
   write_outputs(o, results, peak, dev);

@@ -29,6 +29,122 @@ Workspace::Workspace(const CallWithWorkspace& call, cudaStream_t stream) {
   handle_ = std::make_unique<Handle>(mem_->ptr, std::vector<size_t>{bytes_}, DType::kByte);
 }
 
+bool z_format_from_name(std::string_view name, ZFormat* out) {
+  for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8}) {
+    if (name == z_format_name(f)) {
+      *out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* z_format_name(ZFormat f) {
+  switch (f) {
+    case ZFormat::kSame: return "same";
+    case ZFormat::kFp8: return "fp8";
+    case ZFormat::kMxfp8: return "mxfp8";
+  }
+  return "?";
+}
+
+namespace {
+constexpr size_t kMxBlockSize = 32;
+size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+double rtol_of(DType t) { return t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5; }
+std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) {
+  std::vector<uint8_t> raw(dtype_storage_bytes(t, n));
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(raw.data(), static_cast<const char*>(dev) + dtype_storage_bytes(t, offset),
+                                 raw.size(), cudaMemcpyDeviceToHost));
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = dtype_to_float(t, raw.data(), i);
+  return v;
+}
+
+NVTETensor z_handle(ZFormat f) {
+  return nvte_create_tensor(f == ZFormat::kMxfp8 ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+}
+void set_param(NVTETensor h, NVTETensorParam param, void* p, std::vector<size_t> shape, DType t) {
+  const NVTEBasicTensor b{p, static_cast<NVTEDType>(t), nvte_make_shape(shape.data(), shape.size())};
+  nvte_set_tensor_param_v2(h, param, &b, sizeof(b));
+}
+float read_float(const DeviceMem& m) {
+  float v = 0;
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(&v, m.ptr, sizeof(v), cudaMemcpyDeviceToHost));
+  return v;
+}
+}  // namespace
+
+ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
+    : format_(format),
+      dtype_(format == ZFormat::kSame ? input : DType::kFloat8E4M3),
+      rows_(rows),
+      hidden_(hidden),
+      data_(dtype_storage_bytes(dtype_, rows * hidden)),
+      handle_(z_handle(format)) {
+  set_param(handle_, kNVTERowwiseData, data_.ptr, {rows, hidden}, dtype_);
+  if (format == ZFormat::kFp8) {
+    scale_ = std::make_unique<DeviceMem>(sizeof(float));
+    amax_ = std::make_unique<DeviceMem>(sizeof(float));
+    scale_inv_ = std::make_unique<DeviceMem>(sizeof(float));
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(scale_->ptr, &kFp8Scale, sizeof(float), cudaMemcpyHostToDevice));
+    NORMTUNE_CUDA_CHECK(cudaMemset(amax_->ptr, 0, sizeof(float)));
+    set_param(handle_, kNVTEScale, scale_->ptr, {1}, DType::kFloat32);
+    set_param(handle_, kNVTEAmax, amax_->ptr, {1}, DType::kFloat32);
+    set_param(handle_, kNVTERowwiseScaleInv, scale_inv_->ptr, {1}, DType::kFloat32);
+  } else if (format == ZFormat::kMxfp8) {
+    // TransformerEngine's padded row-wise scale shape, compact layout.
+    NORMTUNE_CHECK(hidden % kMxBlockSize == 0, "MXFP8 z: hidden ", hidden, " is not a multiple of 32");
+    scale_cols_ = round_up(hidden / kMxBlockSize, 4);
+    const size_t scale_rows = round_up(rows, 128);
+    block_scales_ = std::make_unique<DeviceMem>(scale_rows * scale_cols_);
+    set_param(handle_, kNVTERowwiseScaleInv, block_scales_->ptr, {scale_rows, scale_cols_}, DType::kFloat8E8M0);
+  }
+}
+
+ZOutput::~ZOutput() { nvte_destroy_tensor(handle_); }
+
+size_t ZOutput::data_bytes() const { return dtype_storage_bytes(dtype_, rows_ * hidden_); }
+
+size_t ZOutput::scale_bytes() const { return format_ == ZFormat::kMxfp8 ? rows_ * hidden_ / kMxBlockSize : 0; }
+
+void ZOutput::poison(cudaStream_t stream) const {
+  NORMTUNE_CUDA_CHECK(cudaMemsetAsync(data_.ptr, 0xFF, data_bytes(), stream));
+  if (block_scales_) {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(block_scales_->ptr, 0xFF, round_up(rows_, 128) * scale_cols_, stream));
+  }
+  if (scale_inv_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(scale_inv_->ptr, 0xFF, sizeof(float), stream));
+}
+
+float ZOutput::amax() const { return amax_ ? read_float(*amax_) : 0.f; }
+float ZOutput::scale_inv() const { return scale_inv_ ? read_float(*scale_inv_) : 1.f; }
+
+std::vector<double> ZOutput::row(size_t r) const {
+  std::vector<double> v = download(data_.ptr, dtype_, r * hidden_, hidden_);
+  if (format_ == ZFormat::kFp8) {
+    const double inv = scale_inv();
+    for (double& x : v) x *= inv;
+  } else if (format_ == ZFormat::kMxfp8) {
+    host_scales_.resize(scale_cols_);
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_scales_.data(), static_cast<const uint8_t*>(block_scales_->ptr) + r * scale_cols_,
+                                   scale_cols_, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < hidden_; ++i) v[i] *= e8m0_to_float(host_scales_[i / kMxBlockSize]);
+  }
+  return v;
+}
+
+double ZOutput::tolerance(double want, size_t /*r: the row row() read last*/, size_t col) const {
+  switch (format_) {
+    case ZFormat::kSame: return rtol_of(dtype_) * std::fabs(want) + 1e-5;
+    // e4m3: 3 significand bits (a code is within 1/8 of the value, one code either side of
+    // the nearest), subnormal spacing 2^-9 in the scaled domain.
+    case ZFormat::kFp8: return std::fabs(want) / 8 + std::ldexp(1.0, -9) / kFp8Scale + 1e-5;
+    case ZFormat::kMxfp8:
+      return std::fabs(want) / 8 + std::ldexp(1.0, -9) * e8m0_to_float(host_scales_[col / kMxBlockSize]) + 1e-5;
+  }
+  return 0;
+}
+
 namespace {
 Timing summarize(std::vector<double> us) {
   std::sort(us.begin(), us.end());
@@ -105,21 +221,10 @@ void fill_random(void* dev, DType t, size_t n, uint32_t seed, double mean, doubl
   NORMTUNE_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice));
 }
 
-namespace {
-std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) {
-  std::vector<uint8_t> raw(dtype_storage_bytes(t, n));
-  NORMTUNE_CUDA_CHECK(cudaMemcpy(raw.data(), static_cast<const char*>(dev) + dtype_storage_bytes(t, offset),
-                                 raw.size(), cudaMemcpyDeviceToHost));
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = dtype_to_float(t, raw.data(), i);
-  return v;
-}
-
-}  // namespace
 
 // Compares sampled rows of z (and rsigma) with the fp64 reference; "ok (N rows)" or throws.
 std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* x,
-                   const void* residual, const void* gamma, const void* beta, const void* z,
+                   const void* residual, const void* gamma, const void* beta, const ZOutput& z,
                    const void* rsigma, float eps) {
   std::vector<size_t> sample;
   if (rows * hidden <= (16u << 20)) {
@@ -130,7 +235,7 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
   }
   const std::vector<double> g = download(gamma, t, 0, hidden);
   const std::vector<double> b = beta ? download(beta, t, 0, hidden) : std::vector<double>(hidden);
-  const double rtol = t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5;
+  double sampled_amax = 0;
   for (size_t r : sample) {
     const std::vector<double> xv = download(x, t, r * hidden, hidden);
     const std::vector<double> rv = residual ? download(residual, t, r * hidden, hidden) : std::vector<double>();
@@ -145,21 +250,31 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
     in.epsilon = eps;
     in.itype = t;
     const reference::FwdOutputs want = reference::norm_fwd(in);
-    const std::vector<double> got = download(z, t, r * hidden, hidden);
+    const std::vector<double> got = z.row(r);
     const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
     NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op.name, " ",
                    rows, "x", hidden, " row ", r, ": rsigma ", rs[0], ", reference ", want.rsigma[0]);
     for (size_t h = 0; h < hidden; ++h) {
-      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= rtol * std::fabs(want.z[h]) + 1e-5, "verify ", op.name,
-                     " ", rows, "x", hidden, " row ", r, " col ", h, ": z ", got[h], ", reference ",
-                     want.z[h]);
+      NORMTUNE_CHECK(std::fabs(got[h] - want.z[h]) <= z.tolerance(want.z[h], r, h), "verify ", op.name, " ", rows,
+                     "x", hidden, " row ", r, " col ", h, ": z ", got[h], " (", z_format_name(z.format()),
+                     "), reference ", want.z[h]);
+      sampled_amax = std::max(sampled_amax, std::fabs(want.z[h]));
     }
+  }
+  if (z.format() == ZFormat::kFp8) {
+    // amax: the max over every row, so at least the sampled rows' (equal when all are sampled).
+    const double amax = z.amax();
+    const bool whole = sample.size() == rows;
+    NORMTUNE_CHECK(amax >= sampled_amax * (1 - 2e-5) && (!whole || amax <= sampled_amax * (1 + 2e-5)),
+                   "verify ", op.name, " ", rows, "x", hidden, ": amax ", amax, ", reference ", sampled_amax,
+                   whole ? "" : " (sampled rows: a lower bound)");
+    NORMTUNE_CHECK(z.scale_inv() == 1.f / kFp8Scale, "verify ", op.name, ": scale_inv ", z.scale_inv(), ", want ",
+                   1.f / kFp8Scale);
   }
   return detail::concat("ok (", sample.size(), " rows)");
 }
 
 namespace {
-double rtol_of(DType t) { return t == DType::kBFloat16 ? 1.0 / 128 : t == DType::kFloat16 ? 1.0 / 1024 : 2e-5; }
 
 // |got - want| within the output rounding plus fp32 error relative to the terms' size.
 void check_close(const std::vector<double>& got, const std::vector<double>& want,

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <normtune/common/dtype.h>
@@ -48,6 +49,50 @@ class Workspace {
   std::unique_ptr<Handle> handle_;
 };
 
+// What a forward call writes as z: x's dtype, per-tensor-scaled FP8 e4m3 (scale kFp8Scale;
+// amax and scale_inv written too) or MXFP8 e4m3, row-wise, with compact E8M0 scales.
+enum class ZFormat { kSame, kFp8, kMxfp8 };
+inline constexpr float kFp8Scale = 8.f;
+bool z_format_from_name(std::string_view name, ZFormat* out);  // "same", "fp8", "mxfp8"
+const char* z_format_name(ZFormat f);
+
+// z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor.
+class ZOutput {
+ public:
+  ZOutput(ZFormat format, DType input, size_t rows, size_t hidden);
+  ~ZOutput();
+  ZOutput(const ZOutput&) = delete;
+  ZOutput& operator=(const ZOutput&) = delete;
+  operator NVTETensor() const { return handle_; }
+  ZFormat format() const { return format_; }
+  DType dtype() const { return dtype_; }
+  void* data() const { return data_.ptr; }
+  void* block_scales() const { return block_scales_ ? block_scales_->ptr : nullptr; }  // MXFP8
+  size_t scale_cols() const { return scale_cols_; }
+  size_t data_bytes() const;
+  // Bytes the call writes besides the data (MXFP8: one scale per 32 elements).
+  size_t scale_bytes() const;
+  // Every output byte set to 0xFF (NaN in every format), on the stream.
+  void poison(cudaStream_t stream) const;
+  // Row r, dequantized (code x scale_inv, or x the block's 2^(E - 127)), and the tolerance of
+  // each element against the fp64 value `want`: the format's rounding (one code either side:
+  // an fp32 value next to a rounding midpoint) plus fp32 error.
+  std::vector<double> row(size_t r) const;
+  double tolerance(double want, size_t r, size_t col) const;
+  // Per-tensor FP8: the amax and scale_inv the call wrote.
+  float amax() const;
+  float scale_inv() const;
+
+ private:
+  ZFormat format_;
+  DType dtype_;
+  size_t rows_, hidden_, scale_cols_ = 0;
+  DeviceMem data_;
+  std::unique_ptr<DeviceMem> scale_, amax_, scale_inv_, block_scales_;
+  mutable std::vector<uint8_t> host_scales_;
+  NVTETensor handle_;
+};
+
 struct Timing {
   double median_us = 0, p10_us = 0, p90_us = 0;
 };
@@ -77,7 +122,7 @@ void fill_random(void* dev, DType t, size_t n, uint32_t seed, double mean, doubl
 // Compares z and rsigma of a forward call with the fp64 reference: every row when
 // rows x hidden <= 16M, else 64 sampled rows. Returns "ok (N rows)"; throws on a mismatch.
 std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const void* x,
-                   const void* residual, const void* gamma, const void* beta, const void* z,
+                   const void* residual, const void* gamma, const void* beta, const ZOutput& z,
                    const void* rsigma, float eps);
 
 // Compares dx of a backward call with the fp64 reference (every row when rows x hidden <=

@@ -34,6 +34,8 @@ const char* const kHelp = R"(normtune tune [options]
     --ops LIST       rmsnorm,layernorm (forward; the default), rmsnorm_add (fused add),
                      rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add (backward)
     --dtypes LIST    bf16,fp16,fp32 (default bf16)
+    --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
+                     scaled e4m3: the lines for an fp8e4m3 otype)
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
@@ -60,6 +62,7 @@ std::vector<std::string> split(std::string_view s) {
 
 struct Problem {
   DType t;
+  DType o;  // z's dtype
   std::string dname;
   int hidden;
   size_t rows;
@@ -70,7 +73,7 @@ template <typename Plan>
 void print_line(const OpInfo& op, const Problem& pb, const Plan& plan, double us, const DeviceInfo& dev,
                 const char* date) {
   const std::string tool = detail::concat("normtune tune ", version(), ", ", pb.rows, "x", pb.hidden);
-  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.t, static_cast<uint32_t>(pb.hidden));
+  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.o, static_cast<uint32_t>(pb.hidden));
   std::printf("%s\n", tuned_table_line(key, plan, Provenance{dev.name.c_str(), date, us, tool.c_str()}).c_str());
   std::fflush(stdout);
 }
@@ -171,6 +174,7 @@ void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, b
 int run(const std::vector<std::string_view>& args) {
   std::vector<const OpInfo*> ops{find_op("rmsnorm"), find_op("layernorm")};
   std::vector<std::string> dtypes{"bf16"};
+  std::vector<bench::ZFormat> outs{bench::ZFormat::kSame};
   std::vector<int> hiddens{128,  256,  512,  768,  1024, 1536, 2048,  2560, 3072,
                            3584, 4096, 5120, 6144, 7168, 8192, 12288, 16384};
   size_t elements = size_t{1} << 25;
@@ -191,6 +195,15 @@ int run(const std::vector<std::string_view>& args) {
       }
     } else if (args[i] == "--dtypes") {
       dtypes = split(value());
+    } else if (args[i] == "--out") {
+      outs.clear();
+      for (const std::string& name : split(value())) {
+        bench::ZFormat f;
+        // MXFP8 lines need a scaling mode in the tuned table's line format (not there yet).
+        NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && f != bench::ZFormat::kMxfp8, "tune: --out ", name,
+                       ": expected same or fp8");
+        outs.push_back(f);
+      }
     } else if (args[i] == "--hidden") {
       hiddens.clear();
       for (const auto& h : split(value())) hiddens.push_back(std::stoi(h));
@@ -227,22 +240,23 @@ int run(const std::vector<std::string_view>& args) {
     for (const int hidden : hiddens) {
       const size_t rows = std::max<size_t>(1, elements / hidden);
       const size_t n = rows * hidden;
-      bench::DeviceMem x(n * e), z(n * e), res(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
-          mu(rows * 4), rs(rows * 4);
+      bench::DeviceMem x(n * e), res(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e), mu(rows * 4),
+          rs(rows * 4);
       bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
       bench::fill_random(res.ptr, t, n, 2, 0.0, 1.0);
       bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
       bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
-      bench::Handle hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t), hz(z.ptr, {rows, static_cast<size_t>(hidden)}, t),
-          hg(gamma.ptr, {static_cast<size_t>(hidden)}, t), hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
+      bench::Handle hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t), hg(gamma.ptr, {static_cast<size_t>(hidden)}, t), hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
           hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32),
           hres(res.ptr, {rows, static_cast<size_t>(hidden)}, t), hro(res_out.ptr, {rows, static_cast<size_t>(hidden)}, t);
+      for (const bench::ZFormat out : outs) {
+      const bench::ZOutput hz(out, t, rows, static_cast<size_t>(hidden));
       for (const OpInfo* op_ptr : ops) {
         const OpInfo& op = *op_ptr;
         if (is_backward(op.stage)) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
-          tune_backward(op, Problem{t, dname, hidden, bwd_rows}, dev, timer, reps, date);
+          if (out == bench::ZFormat::kSame) tune_backward(op, Problem{t, t, dname, hidden, bwd_rows}, dev, timer, reps, date);
           continue;
         }
         const bool ln = op.norm == NormType::kLayerNorm;
@@ -281,18 +295,19 @@ int run(const std::vector<std::string_view>& args) {
             timed,
             [&](const FwdPlan& plan) {
               set_forward_plan_override(&plan);
-              NORMTUNE_CUDA_CHECK(cudaMemsetAsync(z.ptr, 0xFF, n * e, timer.stream()));
+              hz.poison(timer.stream());
               call(timer.stream());
               NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
             },
             [&] {
               bench::verify(op, t, rows, hidden, x.ptr, add ? res.ptr : nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
-                            z.ptr, rs.ptr, 1e-5f);
+                            hz, rs.ptr, 1e-5f);
             },
-            detail::concat(op.name, " ", dname, " ", hidden));
+            detail::concat(op.name, " ", dname, " ", hidden, " z ", bench::z_format_name(out)));
         set_forward_plan_override(nullptr);
-        print_line(op, Problem{t, dname, hidden, rows}, best, best_us, dev, date);
+        print_line(op, Problem{t, hz.dtype(), dname, hidden, rows}, best, best_us, dev, date);
       }
+      }  // outs
     }
   }
   return 0;

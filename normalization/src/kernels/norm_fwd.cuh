@@ -124,17 +124,18 @@ template <bool kRms, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
                                              const Vec<W, kVec>& b, float mean, float rsigma,
                                              float gamma_shift, O* z, OutputScale& q) {
-  Vec<O, kVec> out;
+  float y[kVec];
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    float y = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
-    if constexpr (!kRms) y += to_float(b.v[k]);
+    y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
+    if constexpr (!kRms) y[k] += to_float(b.v[k]);
     if constexpr (kIsFp8<O>) {  // per-tensor FP8 (block-scaled outputs take their own path)
-      q.amax = fmaxf(q.amax, fabsf(y));  // before scaling; fmaxf drops a NaN
-      y *= q.scale;
+      q.amax = fmaxf(q.amax, fabsf(y[k]));  // before scaling; fmaxf drops a NaN
+      y[k] *= q.scale;
     }
-    out.v[k] = from_float<O>(y);
   }
+  Vec<O, kVec> out;
+  convert_floats(y, out);
   out.store(z);
 }
 
@@ -165,7 +166,11 @@ __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputSc
     __syncthreads();
     if (threadIdx.x == 0) {
       for (int w = 1; w < static_cast<int>((blockDim.x + kWarp - 1) / kWarp); ++w) m = fmaxf(m, warp_max[w]);
-      if (p.amax != nullptr) atomicMax(reinterpret_cast<int*>(p.amax), __float_as_int(m));
+      // Most CTAs find the running max already as large: a plain read spares them the
+      // atomic on the one shared address (a stale read only costs an atomic).
+      if (p.amax != nullptr && __float_as_int(m) > *reinterpret_cast<const volatile int*>(p.amax)) {
+        atomicMax(reinterpret_cast<int*>(p.amax), __float_as_int(m));
+      }
       if (p.scale_inv != nullptr && blockIdx.x == 0) *p.scale_inv = 1.f / q.scale;
     }
   }

@@ -215,9 +215,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       }
       const uint8_t e = mx_scale_exponent(amax, fp8_max(Elem<O>::kDType));
       const float inv = mx_inverse_scale(e);
-      Vec<O, kMxBlock> codes;
 #pragma unroll
-      for (int k = 0; k < kMxBlock; ++k) codes.v[k] = from_float<O>(y[k] * inv);
+      for (int k = 0; k < kMxBlock; ++k) y[k] *= inv;
+      Vec<O, kMxBlock> codes;
+      convert_floats(y, codes);
       const int64_t block = (static_cast<int64_t>(first) * kVec) / kMxBlock + b;
       codes.store(z + block * kMxBlock);
       p.block_scales[mx_scale_offset(row, block, hidden, p.swizzled_scales)] = e;

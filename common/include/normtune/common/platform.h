@@ -248,6 +248,13 @@ NORMTUNE_HD_INLINE uint8_t cvt_f32_to_e4m3(float f) {
 NORMTUNE_HD_INLINE uint8_t cvt_f32_to_e5m2(float f) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2));
 }
+// Two at once (one cvt.rn.satfinite.*x2.f32): lo's code in the low byte, hi's in the high.
+NORMTUNE_HD_INLINE uint16_t cvt_f32x2_to_e4m3x2(float lo, float hi) {
+  return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+}
+NORMTUNE_HD_INLINE uint16_t cvt_f32x2_to_e5m2x2(float lo, float hi) {
+  return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E5M2));
+}
 #define NORMTUNE_HAS_FP8_CONVERT 1
 
 #if NORMTUNE_DEVICE_CODE
