@@ -114,6 +114,7 @@ void ZOutput::poison(cudaStream_t stream) const {
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(block_scales_->ptr, 0xFF, round_up(rows_, 128) * scale_cols_, stream));
   }
   if (scale_inv_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(scale_inv_->ptr, 0xFF, sizeof(float), stream));
+  if (amax_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(amax_->ptr, 0, sizeof(float), stream));  // a running max: zeroed
 }
 
 float ZOutput::amax() const { return amax_ ? read_float(*amax_) : 0.f; }

@@ -72,7 +72,8 @@ class ZOutput {
   size_t data_bytes() const;
   // Bytes the call writes besides the data (MXFP8: one scale per 32 elements).
   size_t scale_bytes() const;
-  // Every output byte set to 0xFF (NaN in every format), on the stream.
+  // Every output byte set to 0xFF (NaN in every format) and amax to 0 (the caller zeroes
+  // TransformerEngine's running max), on the stream.
   void poison(cudaStream_t stream) const;
   // Row r, dequantized (code x scale_inv, or x the block's 2^(E - 127)), and the tolerance of
   // each element against the fp64 value `want`: the format's rounding (one code either side:

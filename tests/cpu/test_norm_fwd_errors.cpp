@@ -197,8 +197,8 @@ TEST_F(FwdErrors, PointersMisalignedToTheirElements) {
 }
 
 // Per-tensor FP8 z: scale and scale_inv required, amax optional, each one fp32 value; the
-// written ones apart from every argument; none of them on a high-precision z; block scaling
-// not yet.
+// written ones apart from every argument; only amax on a high-precision z; block scalings
+// other than MXFP8 not yet.
 TEST_F(FwdErrors, Fp8OutputBuffers) {
   auto expect = [&](const char* fragment) {
     EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr(fragment)));
@@ -251,10 +251,15 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, plain, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("argument 'z.scale (kNVTEScale)': expected no buffer for a z of dtype bf16 "
                                              "(scales belong to FP8 outputs), got a buffer of shape [1]")));
+  // ... except an amax (of its rounded values), checked as an FP8 z's.
   Handle with_amax{fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
+  const auto rms_amax = [&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, with_amax, rsigma, workspace, 0, false, nullptr); };
   with_amax.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
-  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, with_amax, rsigma, workspace, 0, false, nullptr); },
-              ThrowsMessage<Error>(HasSubstr("(the amax of a high-precision z is not supported yet)")));
+  expect_rejected_after_the_data_checks(rms_amax);
+  with_amax.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat16);
+  EXPECT_THAT(rms_amax, ThrowsMessage<Error>(HasSubstr("argument 'z.amax (kNVTEAmax)': expected one fp32 value, got fp16")));
+  with_amax.set_param(kNVTEAmax, fake(0x400000 + 64), {1}, kNVTEFloat32);
+  EXPECT_THAT(rms_amax, ThrowsMessage<Error>(HasSubstr("argument 'z.amax (kNVTEAmax)': expected memory separate from 'z'")));
   // Block scalings other than MXFP8 are not implemented yet: a clear error, not a wrong result.
   Handle nvfp4{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, nvfp4, rsigma, workspace, 0, false, nullptr); },

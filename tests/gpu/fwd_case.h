@@ -2,6 +2,7 @@
 // nvte_* call, the comparison.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct FwdCase {
   size_t rows = 7;
   size_t hidden = 4096;
   bool zero_centered_gamma = false;
+  bool with_amax = false;  // a high-precision z with an amax buffer (FP8 z always has one)
   size_t x_offset = 0;  // bytes past an aligned allocation
   size_t z_offset = 0;
   size_t gamma_offset = 0;
@@ -34,6 +36,7 @@ struct FwdCase {
                           fused_add ? (in_place ? "+add(in place)" : "+add") : "", " ",
                           rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           " o=", dtype_name(otype), zero_centered_gamma ? " zero_centered" : "",
+                          with_amax ? " +amax" : "",
                           " offsets=", x_offset, "/", gamma_offset, "/", z_offset);
   }
 };
@@ -60,11 +63,16 @@ inline reference::FwdOutputs reference_fwd(NormType norm, size_t rows, size_t hi
 
 struct FwdResult {
   HostArray z, residual_out, mu, rsigma;
+  HostArray amax, scale_inv;  // per-tensor FP8 z
   KernelChoice kernel;
 };
 
+// The per-tensor scale of an FP8 z in these cases (values up to ~8 stay far from saturation).
+inline constexpr double kFp8CaseScale = 4.0;
+
 // The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
-// with any workspace (either call of the two-call protocol), the comparison.
+// with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
+// gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).
 class FwdProblem {
  public:
   explicit FwdProblem(const FwdCase& c)
@@ -84,6 +92,9 @@ class FwdProblem {
         d_res_out_(c.itype, n_, c.x_offset),
         d_mu_(DType::kFloat32, c.rows),
         d_rs_(DType::kFloat32, c.rows),
+        d_scale_(DeviceArray::from_host(scalar(kFp8CaseScale))),
+        d_amax_(DeviceArray::from_host(scalar(0.0))),
+        d_sinv_(DType::kFloat32, 1),
         t_x_(d_x_, {c.rows, c.hidden}),
         t_res_(d_res_, {c.rows, c.hidden}),
         t_res_out_(residual_out(), {c.rows, c.hidden}),
@@ -96,6 +107,14 @@ class FwdProblem {
     d_res_out_.poison();
     d_mu_.poison();
     d_rs_.poison();
+    d_sinv_.poison();
+    if (is_fp8(c.otype)) {
+      t_z_.set_param(kNVTEScale, d_scale_, {1});
+      t_z_.set_param(kNVTEAmax, d_amax_, {1});
+      t_z_.set_param(kNVTERowwiseScaleInv, d_sinv_, {1});
+    } else if (c.with_amax) {
+      t_z_.set_param(kNVTEAmax, d_amax_, {1});
+    }
   }
   FwdProblem(const FwdProblem&) = delete;
   FwdProblem& operator=(const FwdProblem&) = delete;
@@ -125,6 +144,8 @@ class FwdProblem {
     r.rsigma = d_rs_.to_host();
     if (ln_) r.mu = d_mu_.to_host();
     if (c_.fused_add) r.residual_out = residual_out().to_host();
+    r.amax = d_amax_.to_host();
+    r.scale_inv = d_sinv_.to_host();
     return r;
   }
 
@@ -133,7 +154,8 @@ class FwdProblem {
   ::testing::AssertionResult untouched() const {
     NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
     const std::string what = c_.describe();
-    for (const DeviceArray* out : {&d_z_, &d_mu_, &d_rs_, &d_res_out_}) {
+    if (d_amax_.to_host().get(0) != 0.0) return ::testing::AssertionFailure() << what << ": amax was written";
+    for (const DeviceArray* out : {&d_z_, &d_mu_, &d_rs_, &d_res_out_, &d_sinv_}) {
       const HostArray h = out->to_host();
       for (size_t i = 0; i < h.count; ++i) {
         if (!std::isnan(h.get(i))) {
@@ -174,7 +196,30 @@ class FwdProblem {
     in.itype = c_.itype;
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::string what = c_.describe() + " kernel " + r.kernel.name;
-    EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c_.otype), what + " z"));
+    if (is_fp8(c_.otype)) {
+      // Codes against value x scale: within one code (3 or 2 significand bits: a code either
+      // side of the nearest when fp32 and fp64 straddle a midpoint), subnormal spacing
+      // absolute; amax the max |value| (fp32); scale_inv exactly 1 / scale in fp32.
+      std::vector<double> scaled(want.z.size());
+      double amax = 0;
+      for (size_t i = 0; i < scaled.size(); ++i) {
+        scaled[i] = want.z[i] * kFp8CaseScale;
+        amax = std::max(amax, std::fabs(want.z[i]));
+      }
+      const bool e4m3 = c_.otype == DType::kFloat8E4M3;
+      const Tolerance code{e4m3 ? 1.0 / 8 : 1.0 / 4, e4m3 ? 0x1p-9 : 0x1p-16};
+      EXPECT_TRUE(close_to_reference(r.z, scaled, code, what + " z (fp8 codes)"));
+      EXPECT_NEAR(r.amax.get(0), amax, 2e-5 * amax) << what << " amax";
+      EXPECT_EQ(static_cast<float>(r.scale_inv.get(0)), 1.f / static_cast<float>(kFp8CaseScale)) << what;
+    } else {
+      EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c_.otype), what + " z"));
+      if (c_.with_amax) {
+        // The max |z| of the values as written: exact.
+        double amax = 0;
+        for (size_t i = 0; i < r.z.count; ++i) amax = std::max(amax, std::fabs(r.z.get(i)));
+        EXPECT_EQ(r.amax.get(0), amax) << what << " amax of z";
+      }
+    }
     EXPECT_TRUE(close_to_reference(r.rsigma, want.rsigma, stat_tolerance(), what + " rsigma"));
     if (ln_) {
       EXPECT_TRUE(close_to_reference(r.mu, want.mu, stat_tolerance(), what + " mu"));
@@ -192,7 +237,13 @@ class FwdProblem {
   const size_t n_;
   const bool ln_;
   const HostArray x_, residual_, gamma_, beta_;
-  DeviceArray d_x_, d_res_, d_gamma_, d_beta_, d_z_, d_res_out_, d_mu_, d_rs_;
+  static HostArray scalar(double v) {
+    HostArray h(DType::kFloat32, 1);
+    h.set(0, v);
+    return h;
+  }
+
+  DeviceArray d_x_, d_res_, d_gamma_, d_beta_, d_z_, d_res_out_, d_mu_, d_rs_, d_scale_, d_amax_, d_sinv_;
   TensorHandle t_x_, t_res_, t_res_out_, t_gamma_, t_beta_, t_z_, t_mu_, t_rs_;
 };
 

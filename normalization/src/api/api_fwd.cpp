@@ -61,10 +61,12 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   if (const Tensor& z = *call.by_slot[kZ]; z.scaling_mode == NVTE_MXFP8_1D_SCALING) {  // (checked)
     p.block_scales = static_cast<uint8_t*>(z.scale_inv.dptr);
     p.swizzled_scales = z.with_gemm_swizzled_scales;
-  } else if (is_fp8(z.data.dtype)) {  // per-tensor FP8
-    p.scale = static_cast<const float*>(z.scale.dptr);
-    p.amax = static_cast<float*>(z.amax.dptr);
-    p.scale_inv = static_cast<float*>(z.scale_inv.dptr);
+  } else {
+    if (is_fp8(z.data.dtype)) {  // per-tensor FP8
+      p.scale = static_cast<const float*>(z.scale.dptr);
+      p.scale_inv = static_cast<float*>(z.scale_inv.dptr);
+    }
+    p.amax = static_cast<float*>(z.amax.dptr);  // FP8 or high precision; may be null
   }
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);

@@ -113,11 +113,13 @@ struct RowStats {
   }
 };
 
-// What the output stage needs besides the statistics: the FP8 scale and the running
-// max |value| of this thread (FP8 z only; unused, and compiled away, for other outputs).
+// What the output stage needs besides the statistics: the FP8 scale and this thread's
+// running max |value| (FP8 z: of the values before scaling; a high-precision z with an amax
+// buffer, `track` set: of the outputs as rounded to z's type). Unused for MXFP8 z.
 struct OutputScale {
   float scale = 1.f;
   float amax = 0.f;
+  bool track = false;
 };
 
 template <bool kRms, typename I, typename W, typename O, int kVec>
@@ -137,26 +139,41 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   Vec<O, kVec> out;
   convert_floats(y, out);
   out.store(z);
+  if constexpr (!kIsFp8<O>) {
+    if (q.track) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) q.amax = fmaxf(q.amax, fabsf(to_float(out.v[k])));
+    }
+  }
 }
 
 // Whether z is FP8 with one per-tensor scale (not block-scaled).
 template <typename Traits>
 inline constexpr bool kTensorScaled = kIsFp8<typename Traits::Output> && !Traits::kMxfp8;
+// Whether z may come with an amax (per-tensor FP8, or high precision: not MXFP8).
+template <typename Traits>
+inline constexpr bool kHasAmax = !Traits::kMxfp8;
 
-// The scale of a per-tensor FP8 output (1 for other outputs: never read).
+// The scale of a per-tensor FP8 output (1 for other outputs: never read), and whether an
+// amax is kept.
 template <typename Traits>
 __device__ __forceinline__ OutputScale output_scale(const FwdParams& p) {
   OutputScale q;
   if constexpr (kTensorScaled<Traits>) q.scale = *p.scale;
+  if constexpr (kHasAmax<Traits>) q.track = p.amax != nullptr;
   return q;
 }
 
-// FP8 z: the CTA's max |value| into *amax (one atomic per CTA: the max of non-negative
-// floats is the max of their bit patterns as integers, whatever the order), and 1 / scale
+// The CTA's max |value| into *amax (one atomic per CTA: the max of non-negative floats is
+// the max of their bit patterns as integers, whatever the order), and for FP8 z 1 / scale
 // into *scale_inv by CTA 0. Every thread of the CTA calls it, once, at the end.
 template <typename Traits>
 __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputScale& q, float* warp_max) {
   if constexpr (kTensorScaled<Traits>) {
+    if (p.scale_inv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.f / q.scale;
+  }
+  if constexpr (kHasAmax<Traits>) {
+    if (!q.track) return;  // the same for every thread (p.amax)
     float m = q.amax;
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, platform::shfl_xor(m, offset));
@@ -168,10 +185,9 @@ __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputSc
       for (int w = 1; w < static_cast<int>((blockDim.x + kWarp - 1) / kWarp); ++w) m = fmaxf(m, warp_max[w]);
       // Most CTAs find the running max already as large: a plain read spares them the
       // atomic on the one shared address (a stale read only costs an atomic).
-      if (p.amax != nullptr && __float_as_int(m) > *reinterpret_cast<const volatile int*>(p.amax)) {
+      if (__float_as_int(m) > *reinterpret_cast<const volatile int*>(p.amax)) {
         atomicMax(reinterpret_cast<int*>(p.amax), __float_as_int(m));
       }
-      if (p.scale_inv != nullptr && blockIdx.x == 0) *p.scale_inv = 1.f / q.scale;
     }
   }
 }
