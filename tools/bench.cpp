@@ -230,7 +230,8 @@ int run(const std::vector<std::string_view>& args) {
   std::vector<Result> results;
   for (const DType t : o.dtypes) {
     const size_t e = dtype_storage_bytes(t, 1);
-    for (const auto& [rows, hidden] : o.shapes) {
+    for (const auto& shape : o.shapes) {
+      const size_t rows = shape.first, hidden = shape.second;  // (lambdas below capture them)
       const size_t n = rows * hidden;
       DeviceMem x(n * e), res(n * e), add(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e),
           mu(rows * 4), rsigma(rows * 4), dgamma(hidden * e), dbeta(hidden * e);

@@ -177,8 +177,9 @@ int threads_per_row_for(int nvec, int n, int warp_size);
 FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters);
 BwdPlan plan_backward(int hidden_size, int vector_elements);
 
-// The layout of a forward with an MXFP8 z: staged, whole warps per row (each CTA's part of a
-// row is whole 32-element blocks). The general kernel's only choice for block-scaled z.
+// The layout of a forward with an MXFP8 z: staged, with the threads of a row a multiple of
+// the lanes that hold one 32-element block (32 / vector_elements), and CTAs of whole warps.
+// The general kernel's only choice for block-scaled z.
 FwdPlan plan_forward_block_scaled(int hidden_size, int vector_elements, bool clusters);
 
 // The streaming layout (any row; what the general kernel falls back to when a staged plan

@@ -188,40 +188,47 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
     }
   };
   if constexpr (Traits::kMxfp8) {
-    // MXFP8: thread t takes the 32-element blocks t, t + G, ... of the slice (the launcher
-    // makes slices whole blocks), reading them from shared memory: staged by other threads,
-    // hence the barrier. One E8M0 scale per block, then the codes (kernels/mx_scale.h).
-    __syncthreads();
-    constexpr int kBlockVecs = kMxBlock / kVec;
-    const int first = rank * slice;
-    const int blocks = ((nvec < first + slice ? nvec : first + slice) - first) / kBlockVecs;
-    for (int b = row_ok ? t : blocks; b < blocks; b += G) {
-      float y[kMxBlock];
+    // MXFP8: a 32-element block is kGroup consecutive vectors of the row, held by kGroup
+    // adjacent lanes (G and the slices are multiples of kGroup: a block never spans two rows
+    // or two CTAs). The block's max |value| by shuffles among those lanes, one E8M0 scale
+    // (written by the block's first lane), then each lane's codes of its own vector
+    // (kernels/mx_scale.h). Every lane takes every step, as the shuffles need the whole
+    // warp; lanes past the row's end (or past the last row) hold zeros and store nothing.
+    constexpr int kGroup = kMxBlock / kVec;
+    // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
+    // without breaking the lanes' convergence, and LLVM refuses.)
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      const bool valid = row_ok && v < nvec;
+      float y[kVec];
       float amax = 0.f;
-#pragma unroll
-      for (int j = 0; j < kBlockVecs; ++j) {
-        const int s = b * kBlockVecs + j;
-        const int64_t off = static_cast<int64_t>(first + s) * kVec;
+      if (valid) {
+        const int s = i * G + t;
         VW g, bt;
-        load_weights(s, off, g, bt);
+        load_weights(s, static_cast<int64_t>(v) * kVec, g, bt);
         const VI in = xs[s];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          float v = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
-          if constexpr (!kRms) v += to_float(bt.v[k]);
-          y[j * kVec + k] = v;
-          amax = fmaxf(amax, fabsf(v));
+          y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
+          if constexpr (!kRms) y[k] += to_float(bt.v[k]);
+          amax = fmaxf(amax, fabsf(y[k]));
         }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] = 0.f;
       }
+#pragma unroll
+      for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
       const uint8_t e = mx_scale_exponent(amax, fp8_max(Elem<O>::kDType));
       const float inv = mx_inverse_scale(e);
 #pragma unroll
-      for (int k = 0; k < kMxBlock; ++k) y[k] *= inv;
-      Vec<O, kMxBlock> codes;
+      for (int k = 0; k < kVec; ++k) y[k] *= inv;
+      Vec<O, kVec> codes;
       convert_floats(y, codes);
-      const int64_t block = (static_cast<int64_t>(first) * kVec) / kMxBlock + b;
-      codes.store(z + block * kMxBlock);
-      p.block_scales[mx_scale_offset(row, block, hidden, p.swizzled_scales)] = e;
+      if (valid) {
+        codes.store(z + static_cast<int64_t>(v) * kVec);
+        if (t % kGroup == 0) p.block_scales[mx_scale_offset(row, v / kGroup, hidden, p.swizzled_scales)] = e;
+      }
     }
   } else if (row_ok) {
 #pragma unroll 4

@@ -102,7 +102,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
 template <typename Traits>
 struct GeneralFwd {
   static constexpr const char* kConfig =
-      Traits::kMxfp8 ? "layout planned per call: staged in shared memory, whole 32-element blocks per thread"
+      Traits::kMxfp8 ? "layout planned per call: staged in shared memory, a 32-element block per group of adjacent lanes"
                      : "layout planned per call: registers (vector or scalar), staged in shared memory "
                        "(a cluster for long rows), or streamed";
   static constexpr WorkspaceFn workspace = nullptr;
@@ -113,8 +113,7 @@ struct GeneralFwd {
     constexpr int kVec = 16 / sizeof(I);
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
     if constexpr (Traits::kMxfp8) {
-      using Codes = Vec<typename Traits::Output, kMxBlock>;  // what a thread stores per block
-      NORMTUNE_CHECK(aligned && aligned_to(args.params.z, alignof(Codes)),
+      NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16),
                      "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
       const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
       const bool launched = launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);

@@ -11,6 +11,7 @@ namespace {
 
 constexpr int kWarpSize = platform::kWarpSize;
 constexpr int kTargetThreads = 128;  // threads per CTA for short rows (tuned)
+constexpr int kMxBlockElements = 32;  // elements per MXFP8 scale
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -90,15 +91,20 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
 
 FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
-  // Staged, with whole warps per row so that every CTA's slice is whole 32-element blocks.
-  if (nvec <= kStagedSliceVecs || !clusters) {
-    const int g = std::min(kMaxCtaThreads, ceil_div(ceil_div(nvec, 4), kWarpSize) * kWarpSize);
+  const int group = kMxBlockElements / vec;  // lanes that hold one 32-element block
+  // Rows of up to 4 vectors per thread: staged, the shape of the register layout (four
+  // vectors per thread, 128-thread CTAs), at least one block's lanes per row.
+  if (nvec <= 4 * kMaxCtaThreads) {
+    const int g = std::max(threads_per_row_for(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1, kWarpSize), group);
     FwdPlan plan = staged(nvec, 1, g);
     plan.rows_per_cta = g < kTargetThreads ? kTargetThreads / g : 1;
     return plan;
   }
-  const FwdPlan plan = plan_forward(hidden, vec, true);
-  return plan.layout == FwdLayout::kStaged ? plan : staged(nvec, kMaxCtasPerRow, kMaxCtaThreads);
+  // Longer rows: the plan of a high-precision z when it is staged (its thread counts are
+  // whole warps), else one CTA (no clusters) or the largest cluster with 1024 threads.
+  const FwdPlan plan = plan_forward(hidden, vec, clusters);
+  if (plan.layout == FwdLayout::kStaged) return plan;
+  return staged(nvec, clusters ? kMaxCtasPerRow : 1, kMaxCtaThreads);
 }
 
 bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
