@@ -117,6 +117,8 @@ void ZOutput::poison(cudaStream_t stream) const {
   if (amax_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(amax_->ptr, 0, sizeof(float), stream));  // a running max: zeroed
 }
 
+uint8_t ZOutput::block_exponent(size_t col) const { return host_scales_.at(col / kMxBlockSize); }
+
 float ZOutput::amax() const { return amax_ ? read_float(*amax_) : 0.f; }
 float ZOutput::scale_inv() const { return scale_inv_ ? read_float(*scale_inv_) : 1.f; }
 
@@ -252,6 +254,21 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
     in.itype = t;
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::vector<double> got = z.row(r);
+    if (z.format() == ZFormat::kMxfp8) {
+      // Each block's scale: e8m0(amax / 448) rounded up, from the fp64 values; one step off
+      // only where amax / 448 is within fp32 error of a power of two.
+      for (size_t b = 0; b < hidden / kMxBlockSize; ++b) {
+        double amax = 0;
+        for (size_t j = 0; j < kMxBlockSize; ++j) amax = std::max(amax, std::fabs(want.z[b * kMxBlockSize + j]));
+        const double ratio = amax / 448.0;
+        const int want_e = float_to_e8m0(static_cast<float>(ratio), E8M0Rounding::kUp);
+        const int got_e = z.block_exponent(b * kMxBlockSize);
+        const double power = amax > 0 ? std::exp2(std::round(std::log2(ratio))) : 0.0;
+        NORMTUNE_CHECK(got_e == want_e || (std::abs(got_e - want_e) == 1 && std::fabs(ratio - power) <= 1e-5 * power),
+                       "verify ", op.name, " ", rows, "x", hidden, " row ", r, " block ", b, ": MXFP8 scale ", got_e,
+                       ", reference ", want_e);
+      }
+    }
     const std::vector<double> rs = download(rsigma, DType::kFloat32, r, 1);
     NORMTUNE_CHECK(std::fabs(rs[0] - want.rsigma[0]) <= 2e-5 * want.rsigma[0], "verify ", op.name, " ",
                    rows, "x", hidden, " row ", r, ": rsigma ", rs[0], ", reference ", want.rsigma[0]);

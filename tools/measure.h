@@ -80,6 +80,8 @@ class ZOutput {
   // an fp32 value next to a rounding midpoint) plus fp32 error.
   std::vector<double> row(size_t r) const;
   double tolerance(double want, size_t r, size_t col) const;
+  // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
+  uint8_t block_exponent(size_t col) const;
   // Per-tensor FP8: the amax and scale_inv the call wrote.
   float amax() const;
   float scale_inv() const;

@@ -223,9 +223,15 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
   expect_rejected_after_the_data_checks([&] { rms(); });
   z.set_param(kNVTEAmax, fake(0xA00200), {4}, kNVTEFloat32);
   expect("argument 'z.amax (kNVTEAmax)': expected one fp32 value, got fp32 of shape [4]");
-  // Data: present, aligned, the written buffers apart from everything else.
+  // A NULL pointer is no buffer, whatever the shape (TransformerEngine's TensorWrapper passes
+  // {NULL, [1]} for the buffers it was not given): no amax, and a missing scale_inv.
   z.set_param(kNVTEAmax, nullptr, {1}, kNVTEFloat32);
-  expect("argument 'z.amax (kNVTEAmax)': expected a device pointer to one fp32 value, got NULL");
+  expect_rejected_after_the_data_checks([&] { rms(); });
+  z.set_param(kNVTERowwiseScaleInv, nullptr, {1}, kNVTEFloat32);
+  expect("argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a buffer (z is fp8e4m3), got none (no buffer, or a "
+         "NULL pointer)");
+  z.set_param(kNVTERowwiseScaleInv, fake(0xA00100), {1}, kNVTEFloat32);
+  // Data: aligned, the written buffers apart from everything else.
   z.set_param(kNVTEAmax, fake(0xA00202), {1}, kNVTEFloat32);
   expect("argument 'z.amax (kNVTEAmax)': expected a pointer aligned to 4 bytes");
   z.set_param(kNVTEAmax, fake(0x400000 + 64), {1}, kNVTEFloat32);
@@ -251,6 +257,13 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, plain, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("argument 'z.scale (kNVTEScale)': expected no buffer for a z of dtype bf16 "
                                              "(scales belong to FP8 outputs), got a buffer of shape [1]")));
+  // ... given with a pointer: TensorWrapper's {NULL, [1]} placeholders are no buffers.
+  Handle wrapper_style{fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
+  for (const NVTETensorParam param : {kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv}) {
+    wrapper_style.set_param(param, nullptr, {1}, kNVTEFloat32);
+  }
+  expect_rejected_after_the_data_checks(
+      [&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, wrapper_style, rsigma, workspace, 0, false, nullptr); });
   // ... except an amax (of its rounded values), checked as an FP8 z's.
   Handle with_amax{fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
   const auto rms_amax = [&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, with_amax, rsigma, workspace, 0, false, nullptr); };
@@ -305,7 +318,9 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
   // Per-tensor buffers and column-wise data are refused.
   mx.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
   expect(mx, "argument 'z.amax (kNVTEAmax)': expected no buffer (an MXFP8 z has block scales only)");
-  mx.set_param(kNVTEAmax, nullptr, {0}, kNVTEFloat32);
+  mx.set_param(kNVTEAmax, nullptr, {1}, kNVTEFloat32);  // TensorWrapper's placeholder: no buffer
+  mx.set_param(kNVTEScale, nullptr, {1}, kNVTEFloat32);
+  expect_rejected_after_the_data_checks([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); });
   mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E4M3);
   expect(mx, "argument 'z': expected row-wise data only (column-wise MXFP8 is not supported yet)");
   mx.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat8E4M3);

@@ -571,7 +571,8 @@ TEST_F(NormFwdGpu, AmaxOfHighPrecisionOutput) {
   for (const Shape3& s : {Shape3{NormType::kRMSNorm, false, bf, 37, 4096}, Shape3{NormType::kLayerNorm, false, hf, 9, 7168},
                           Shape3{NormType::kRMSNorm, true, bf, 130, 1024}, Shape3{NormType::kLayerNorm, false, f32, 5, 1000},
                           Shape3{NormType::kRMSNorm, false, bf, 3, 65536}, Shape3{NormType::kLayerNorm, false, bf, 2, 262144},
-                          Shape3{NormType::kRMSNorm, false, f32, 300, 128}}) {
+                          Shape3{NormType::kRMSNorm, false, f32, 300, 128},
+                          Shape3{NormType::kRMSNorm, false, bf, 3, 8193}}) {  // unaligned rows: streamed
     FwdCase c;
     c.norm = s.norm;
     c.fused_add = s.add;
@@ -722,7 +723,10 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
                         Case{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
                         Case{NormType::kRMSNorm, false, f32, e4, 3, 65536, false, false},  // a cluster
                         Case{NormType::kLayerNorm, false, bf, e4, 1, 160, false, false},   // 5 blocks
-                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false}}) {
+                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
+                        // Several rows per warp: 4 lanes (bf16) or 8 (fp32) per row, one block each.
+                        Case{NormType::kRMSNorm, false, bf, e4, 300, 128, true, false},
+                        Case{NormType::kLayerNorm, false, f32, e5, 300, 96, false, false}}) {
     const size_t n = k.rows * k.hidden;
     const bool ln = k.norm == NormType::kLayerNorm;
     SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",

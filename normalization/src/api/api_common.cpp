@@ -121,6 +121,11 @@ void expect_no_overlap(const BasicTensor& out, const char* out_arg, const BasicT
                      "overlapping buffers");
 }
 
+// Whether a scale, scale_inv or amax buffer of z is given. A NULL pointer counts as absent,
+// whatever the shape: TransformerEngine's TensorWrapper(dptr, shape, dtype) sets all three
+// to {NULL, [1], fp32} when the caller passes none, and TE reads a NULL amax as "no amax".
+bool is_given(const BasicTensor& t) { return t.has_data() && t.dptr != nullptr; }
+
 // z's per-tensor buffers, each one fp32 value. FP8 z: scale (read) and scale_inv (written)
 // required, amax (max |value| folded in, written) optional. A high-precision z may have an
 // amax (of its rounded values: TransformerEngine's norm + amax for current scaling), and no
@@ -157,7 +162,7 @@ void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
                      detail::concat("e8m0 of shape ", want.str(), " = [roundup(rows, 128), roundup(hidden / 32, 4)]"),
                      detail::concat(dtype_name(s.dtype), " of shape ", s.shape.str()));
   for (const BasicTensor* t : {&z.scale, &z.amax}) {
-    NORMTUNE_CHECK_ARG(!t->has_data(), t == &z.scale ? "z.scale (kNVTEScale)" : "z.amax (kNVTEAmax)",
+    NORMTUNE_CHECK_ARG(!is_given(*t), t == &z.scale ? "z.scale (kNVTEScale)" : "z.amax (kNVTEAmax)",
                        "no buffer (an MXFP8 z has block scales only)", detail::concat("a buffer of shape ", t->shape.str()));
   }
 }
@@ -168,15 +173,15 @@ void check_output_scale_buffers(const Tensor& z, size_t rows, size_t hidden) {
   for (const ScaleBuffer& b : kZScaleBuffers) {
     const BasicTensor& t = z.*b.member;
     if (!fp8 && b.without_fp8 != nullptr) {
-      NORMTUNE_CHECK_ARG(!t.has_data(), b.name,
+      NORMTUNE_CHECK_ARG(!is_given(t), b.name,
                          detail::concat("no buffer for a z of dtype ", dtype_name(z.data.dtype), " (",
                                         b.without_fp8, ")"),
                          detail::concat("a buffer of shape ", t.shape.str()));
       continue;
     }
-    if (!(fp8 && b.required) && !t.has_data()) continue;
-    NORMTUNE_CHECK_ARG(t.has_data(), b.name, detail::concat("a buffer (z is ", dtype_name(z.data.dtype), ")"),
-                       "none");
+    if (!(fp8 && b.required) && !is_given(t)) continue;
+    NORMTUNE_CHECK_ARG(is_given(t), b.name, detail::concat("a buffer (z is ", dtype_name(z.data.dtype), ")"),
+                       "none (no buffer, or a NULL pointer)");
     NORMTUNE_CHECK_ARG(t.dtype == DType::kFloat32 && t.numel() == 1, b.name, "one fp32 value",
                        detail::concat(dtype_name(t.dtype), " of shape ", t.shape.str()));
   }
@@ -201,15 +206,14 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
   }
   for (const ScaleBuffer& b : kZScaleBuffers) {  // those present (checked above)
     const BasicTensor& t = z.*b.member;
-    if (!t.has_data()) continue;
-    NORMTUNE_CHECK_ARG(t.dptr != nullptr, b.name, "a device pointer to one fp32 value", "NULL");
+    if (!is_given(t)) continue;
     NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(t.dptr) % alignof(float) == 0, b.name,
                        "a pointer aligned to 4 bytes", t.dptr);
     if (!b.written) continue;
     for (const ArgSpec& a : spec.args) expect_no_overlap(t, b.name, call[a.slot], a.name);
     for (const ScaleBuffer& other : kZScaleBuffers) {
       const BasicTensor& o = z.*other.member;
-      if (&other != &b && o.has_data()) expect_no_overlap(t, b.name, o, other.name);
+      if (&other != &b && is_given(o)) expect_no_overlap(t, b.name, o, other.name);
     }
   }
 }

@@ -15,9 +15,9 @@ struct FwdParams {
   void* residual_out = nullptr;    // fused add only
   float* mu = nullptr;             // LayerNorm only
   float* rsigma = nullptr;
-  // FP8 z only (per-tensor scaling): z = fp8(value * *scale); *amax = max(*amax, max |value|)
-  // (atomically, so the caller zeroes it); *scale_inv = 1 / *scale. amax and scale_inv may be
-  // null.
+  // Per-tensor FP8 z: z = fp8(value * *scale); *amax = max(*amax, max |value|) (atomically,
+  // so the caller zeroes it); *scale_inv = 1 / *scale. A high-precision z: amax only, of the
+  // values as rounded to z's type. amax and scale_inv may be null.
   const float* scale = nullptr;
   float* amax = nullptr;
   float* scale_inv = nullptr;

@@ -116,6 +116,9 @@ struct GeneralFwd {
       NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16),
                      "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
       const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
+      // The kernel's block = kMxBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
+      NORMTUNE_CHECK(plan.threads_per_row % (kMxBlock / kVec) == 0, "MXFP8 output: layout ", config_string(plan),
+                     " has threads per row not a multiple of ", kMxBlock / kVec);
       const bool launched = launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
       NORMTUNE_CHECK(launched, "MXFP8 output: layout ", config_string(plan),
                      " does not fit this device (shared memory or cluster size)");

@@ -101,7 +101,7 @@ FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
     return plan;
   }
   // Longer rows: the plan of a high-precision z when it is staged (its thread counts are
-  // whole warps), else one CTA (no clusters) or the largest cluster with 1024 threads.
+  // whole warps), else one CTA (no clusters) or the largest cluster, kMaxCtaThreads each.
   const FwdPlan plan = plan_forward(hidden, vec, clusters);
   if (plan.layout == FwdLayout::kStaged) return plan;
   return staged(nvec, clusters ? kMaxCtasPerRow : 1, kMaxCtaThreads);
