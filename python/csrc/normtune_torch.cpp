@@ -1,0 +1,432 @@
+// normtune's PyTorch operators (namespace `normtune`): the only file that includes torch
+// headers. Every op calls the library's C API under its normtune_ names (so a process that
+// also loads TransformerEngine still reaches normtune), on the tensors' device and that
+// device's current stream, with the workspace of the two-call protocol taken from the
+// caching allocator.
+//
+//   rms_norm_fwd, rms_norm_bwd, rms_norm_bwd_add, layer_norm_fwd, layer_norm_bwd,
+//   fused_add_rms_norm_fwd          the kernels: a CUDA implementation and a Meta one (shapes
+//                                   only, for FakeTensor / torch.compile)
+//   rms_norm, layer_norm,           the differentiable ops: CUDA and Meta run the forward
+//   fused_add_rms_norm              kernel; the Autograd implementation (C++) saves what the
+//                                   backward kernel needs and calls it
+//
+// Inputs: x [..., H] (fp32, fp16, bf16), weight [H] (x's dtype or fp32), bias [H] (LayerNorm).
+// A non-contiguous x (or weight, bias, dy) is copied to a contiguous one first. The
+// statistics (mu, rsigma) are fp32 of shape [rows]; the gradients of the weight and bias have
+// the weight's dtype.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <exception>
+#include <tuple>
+#include <vector>
+
+#include <normtune/normtune_api.h>
+
+namespace {
+
+using at::Tensor;
+
+NVTEDType nvte_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return kNVTEFloat32;
+    case at::kHalf: return kNVTEFloat16;
+    case at::kBFloat16: return kNVTEBFloat16;
+    case at::kByte: return kNVTEByte;
+    default: TORCH_CHECK(false, "normtune: dtype ", t, " is not supported (fp32, fp16 or bf16)");
+  }
+}
+
+// An NVTETensor over a torch tensor's storage (row-wise data), destroyed with the wrapper.
+class Handle {
+ public:
+  Handle(void* data, NVTEDType dtype, std::vector<size_t> shape)
+      : h_(normtune_create_tensor(NVTE_DELAYED_TENSOR_SCALING)) {
+    const NVTEBasicTensor b{data, dtype, normtune_make_shape(shape.data(), shape.size())};
+    normtune_set_tensor_param_v2(h_, kNVTERowwiseData, &b, sizeof(b));
+  }
+  Handle(const Tensor& t, std::vector<size_t> shape) : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), shape) {}
+  ~Handle() { normtune_destroy_tensor(h_); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  operator NVTETensor() const { return h_; }
+
+ private:
+  NVTETensor h_;
+};
+
+// What every kernel call shares: the checks of x and the weight, the [rows, H] view, the
+// device guard and the stream.
+struct Call {
+  const char* op;
+  Tensor x;  // contiguous
+  int64_t rows = 0, hidden = 0;
+  cudaStream_t stream = nullptr;
+};
+
+void check_same_device(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  TORCH_CHECK(t.device() == x.device(), "normtune.", op, ": ", name, " is on ", t.device(), ", x on ", x.device());
+}
+
+// Shapes (also checked by the Meta kernels, so FakeTensor raises the same errors).
+void check_shapes(const char* op, const Tensor& x, const Tensor& weight) {
+  TORCH_CHECK(x.dim() >= 1, "normtune.", op, ": x must have a last dimension (the hidden size), got a scalar");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "normtune.", op, ": weight must have shape [",
+              x.size(-1), "] (x's last dimension), got ", weight.sizes());
+}
+
+Call make_call(const char* op, const Tensor& x, const Tensor& weight) {
+  TORCH_CHECK(x.is_cuda(), "normtune.", op, ": x must be a CUDA tensor, got one on ", x.device());
+  check_same_device(op, "weight", weight, x);
+  check_shapes(op, x, weight);
+  Call c{op, x.contiguous()};
+  c.hidden = x.size(-1);
+  c.rows = c.hidden == 0 ? 0 : x.numel() / c.hidden;
+  c10::impl::VirtualGuardImpl impl(x.device().type());
+  c.stream = static_cast<cudaStream_t>(impl.getStream(x.device()).native_handle());
+  return c;
+}
+
+// The C API's errors (std::runtime_error naming the argument) as torch errors.
+template <typename Fn>
+void translated(const char* op, Fn&& fn) {
+  try {
+    fn();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "normtune.", op, ": ", e.what());
+  }
+}
+
+// TransformerEngine's two-call protocol: the call with an empty workspace sets its size;
+// allocate exactly that (caching allocator, the call's stream) and call again.
+template <typename Fn>
+void with_workspace(const Call& c, Fn&& call) {
+  translated(c.op, [&] {
+    Handle query(nullptr, kNVTEByte, {0});
+    call(static_cast<NVTETensor>(query));
+    const NVTEShape shape = normtune_tensor_shape(query);
+    const int64_t bytes = shape.ndim == 1 ? static_cast<int64_t>(shape.data[0]) : 0;
+    const Tensor ws = at::empty({bytes}, c.x.options().dtype(at::kByte));
+    Handle w(ws, {static_cast<size_t>(bytes)});
+    call(static_cast<NVTETensor>(w));
+  });
+}
+
+std::vector<size_t> dims2(const Call& c) { return {static_cast<size_t>(c.rows), static_cast<size_t>(c.hidden)}; }
+std::vector<size_t> dims1(int64_t n) { return {static_cast<size_t>(n)}; }
+at::TensorOptions stats_options(const Tensor& x) { return x.options().dtype(at::kFloat); }
+
+// ---- kernels (CUDA) -----------------------------------------------------------------------
+std::tuple<Tensor, Tensor> rms_norm_fwd_cuda(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call("rms_norm", x, weight);
+  const Tensor w = weight.contiguous();
+  Tensor y = at::empty_like(c.x);
+  Tensor rsigma = at::empty({c.rows}, stats_options(x));
+  Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hy(y, dims2(c)), hr(rsigma, dims1(c.rows));
+  with_workspace(c, [&](NVTETensor ws) {
+    normtune_rmsnorm_fwd(hx, hw, static_cast<float>(eps), hy, hr, ws, 0, zcg, c.stream);
+  });
+  return {y, rsigma};
+}
+
+std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_cuda(const Tensor& x, const Tensor& residual,
+                                                                const Tensor& weight, double eps, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call("fused_add_rms_norm", x, weight);
+  check_same_device(c.op, "residual", residual, x);
+  TORCH_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type(), "normtune.", c.op,
+              ": residual must have x's shape and dtype (", x.sizes(), ", ", x.scalar_type(), "), got ",
+              residual.sizes(), ", ", residual.scalar_type());
+  const Tensor r = residual.contiguous(), w = weight.contiguous();
+  Tensor y = at::empty_like(c.x), residual_out = at::empty_like(c.x);
+  Tensor rsigma = at::empty({c.rows}, stats_options(x));
+  Handle hx(c.x, dims2(c)), hres(r, dims2(c)), hw(w, dims1(c.hidden)), hy(y, dims2(c)), hro(residual_out, dims2(c)),
+      hr(rsigma, dims1(c.rows));
+  with_workspace(c, [&](NVTETensor ws) {
+    normtune_rmsnorm_add_fwd(hx, hres, hw, static_cast<float>(eps), hy, hro, hr, ws, 0, zcg, c.stream);
+  });
+  return {y, residual_out, rsigma};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                       double eps, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call("layer_norm", x, weight);
+  check_same_device(c.op, "bias", bias, x);
+  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.", c.op, ": bias must have weight's shape ", weight.sizes(),
+              ", got ", bias.sizes());
+  const Tensor w = weight.contiguous(), b = bias.contiguous();
+  Tensor y = at::empty_like(c.x);
+  Tensor mu = at::empty({c.rows}, stats_options(x)), rsigma = at::empty({c.rows}, stats_options(x));
+  Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hb(b, dims1(c.hidden)), hy(y, dims2(c)), hm(mu, dims1(c.rows)),
+      hr(rsigma, dims1(c.rows));
+  with_workspace(c, [&](NVTETensor ws) {
+    normtune_layernorm_fwd(hx, hw, hb, static_cast<float>(eps), hy, hm, hr, ws, 0, zcg, c.stream);
+  });
+  return {y, mu, rsigma};
+}
+
+// dx = the norm's backward (+ add: the gradient of residual_out in the fused add), dweight.
+std::tuple<Tensor, Tensor> rms_norm_bwd_impl(const Tensor& dy, const Tensor& x, const Tensor* add, const Tensor& rsigma,
+                                             const Tensor& weight, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call("rms_norm_bwd", x, weight);
+  const Tensor g = dy.contiguous(), w = weight.contiguous();
+  const Tensor a = add != nullptr ? add->contiguous() : Tensor();
+  Tensor dx = at::empty_like(c.x), dw = at::empty_like(w);
+  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hr(rsigma, dims1(c.rows)), hw(w, dims1(c.hidden)), hdx(dx, dims2(c)),
+      hdw(dw, dims1(c.hidden));
+  if (add != nullptr) {
+    Handle ha(a, dims2(c));
+    with_workspace(c, [&](NVTETensor ws) {
+      normtune_rmsnorm_bwd_add(hdy, hx, ha, hr, hw, hdx, hdw, ws, 0, zcg, c.stream);
+    });
+  } else {
+    with_workspace(c, [&](NVTETensor ws) { normtune_rmsnorm_bwd(hdy, hx, hr, hw, hdx, hdw, ws, 0, zcg, c.stream); });
+  }
+  return {dx, dw};
+}
+
+std::tuple<Tensor, Tensor> rms_norm_bwd_cuda(const Tensor& dy, const Tensor& x, const Tensor& rsigma,
+                                             const Tensor& weight, bool zcg) {
+  return rms_norm_bwd_impl(dy, x, nullptr, rsigma, weight, zcg);
+}
+
+std::tuple<Tensor, Tensor> rms_norm_bwd_add_cuda(const Tensor& dy, const Tensor& x, const Tensor& add,
+                                                 const Tensor& rsigma, const Tensor& weight, bool zcg) {
+  return rms_norm_bwd_impl(dy, x, &add, rsigma, weight, zcg);
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_cuda(const Tensor& dy, const Tensor& x, const Tensor& mu,
+                                                       const Tensor& rsigma, const Tensor& weight, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call("layer_norm_bwd", x, weight);
+  const Tensor g = dy.contiguous(), w = weight.contiguous();
+  Tensor dx = at::empty_like(c.x), dw = at::empty_like(w), db = at::empty_like(w);
+  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hm(mu, dims1(c.rows)), hr(rsigma, dims1(c.rows)),
+      hw(w, dims1(c.hidden)), hdx(dx, dims2(c)), hdw(dw, dims1(c.hidden)), hdb(db, dims1(c.hidden));
+  with_workspace(c, [&](NVTETensor ws) {
+    normtune_layernorm_bwd(hdy, hx, hm, hr, hw, hdx, hdw, hdb, ws, 0, zcg, c.stream);
+  });
+  return {dx, dw, db};
+}
+
+// ---- kernels (Meta: shapes and dtypes only) ------------------------------------------------
+Tensor stats_like(const Tensor& x) {
+  const int64_t hidden = x.dim() >= 1 ? x.size(-1) : 1;
+  return at::empty({hidden == 0 ? 0 : x.numel() / hidden}, x.options().dtype(at::kFloat));
+}
+
+std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weight, double, bool) {
+  check_shapes("rms_norm", x, weight);
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), stats_like(x)};
+}
+std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_meta(const Tensor& x, const Tensor& residual,
+                                                                const Tensor& weight, double, bool) {
+  check_shapes("fused_add_rms_norm", x, weight);
+  TORCH_CHECK(residual.sizes() == x.sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ", x.sizes(),
+              ", got ", residual.sizes());
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(x, at::MemoryFormat::Contiguous),
+          stats_like(x)};
+}
+std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                       double, bool) {
+  check_shapes("layer_norm", x, weight);
+  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.layer_norm: bias must have weight's shape ", weight.sizes(),
+              ", got ", bias.sizes());
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), stats_like(x), stats_like(x)};
+}
+std::tuple<Tensor, Tensor> rms_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor& weight, bool) {
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous)};
+}
+std::tuple<Tensor, Tensor> rms_norm_bwd_add_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor&,
+                                                 const Tensor& weight, bool) {
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous)};
+}
+std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor&,
+                                                       const Tensor& weight, bool) {
+  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous),
+          at::empty_like(weight, at::MemoryFormat::Contiguous)};
+}
+
+// ---- the differentiable ops -----------------------------------------------------------------
+// Through the dispatcher, so that FakeTensor and torch.compile see the kernel ops.
+const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>& rms_fwd_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("normtune::rms_norm_fwd", "")
+                             .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>();
+  return op;
+}
+
+Tensor rms_norm_plain(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+  return std::get<0>(rms_fwd_op().call(x, weight, eps, zcg));
+}
+Tensor layer_norm_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool zcg) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("normtune::layer_norm_fwd", "")
+                             .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                       double, bool)>();
+  return std::get<0>(op.call(x, weight, bias, eps, zcg));
+}
+std::tuple<Tensor, Tensor> fused_add_rms_norm_plain(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                    double eps, bool zcg) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("normtune::fused_add_rms_norm_fwd", "")
+                             .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                       double, bool)>();
+  auto [y, residual_out, rsigma] = op.call(x, residual, weight, eps, zcg);
+  return {y, residual_out};
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [y, rsigma] = rms_fwd_op().call(x, weight, eps, zcg);
+    ctx->save_for_backward({x, weight, rsigma});
+    ctx->saved_data["zcg"] = zcg;
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("normtune::rms_norm_bwd", "")
+                               .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                 const Tensor&, bool)>();
+    const auto saved = ctx->get_saved_variables();
+    auto [dx, dw] = op.call(grads[0], saved[0], saved[2], saved[1], ctx->saved_data["zcg"].toBool());
+    return {dx.view(saved[0].sizes()), dw, Tensor(), Tensor()};
+  }
+};
+
+class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                        bool zcg) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("normtune::layer_norm_fwd", "")
+                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                         double, bool)>();
+    auto [y, mu, rsigma] = op.call(x, weight, bias, eps, zcg);
+    ctx->save_for_backward({x, weight, mu, rsigma});
+    ctx->saved_data["zcg"] = zcg;
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("normtune::layer_norm_bwd", "")
+                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                         const Tensor&, const Tensor&, bool)>();
+    const auto saved = ctx->get_saved_variables();
+    auto [dx, dw, db] = op.call(grads[0], saved[0], saved[2], saved[3], saved[1], ctx->saved_data["zcg"].toBool());
+    return {dx.view(saved[0].sizes()), dw, db, Tensor(), Tensor()};
+  }
+};
+
+// y = norm(x + residual), residual_out = x + residual; both outputs differentiable: the
+// gradient of residual_out is added to the norm's dx (nvte_rmsnorm_bwd_add), and x and
+// residual get the same gradient.
+class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNormFunction> {
+ public:
+  static tensor_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
+                             double eps, bool zcg) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("normtune::fused_add_rms_norm_fwd", "")
+                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                         double, bool)>();
+    auto [y, residual_out, rsigma] = op.call(x, residual, weight, eps, zcg);
+    ctx->save_for_backward({residual_out, weight, rsigma});
+    ctx->saved_data["zcg"] = zcg;
+    return {y, residual_out};
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("normtune::rms_norm_bwd_add", "")
+                               .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                                 const Tensor&, const Tensor&, bool)>();
+    const auto saved = ctx->get_saved_variables();
+    const Tensor& sum = saved[0];
+    const Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(sum);
+    const Tensor dres = grads[1].defined() ? grads[1] : at::zeros_like(sum);
+    auto [dx, dw] = op.call(dy, sum, dres, saved[2], saved[1], ctx->saved_data["zcg"].toBool());
+    const Tensor d = dx.view(sum.sizes());
+    return {d, d, dw, Tensor(), Tensor()};
+  }
+};
+
+Tensor rms_norm_autograd(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+  return RmsNormFunction::apply(x, weight, eps, zcg);
+}
+Tensor layer_norm_autograd(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool zcg) {
+  return LayerNormFunction::apply(x, weight, bias, eps, zcg);
+}
+std::tuple<Tensor, Tensor> fused_add_rms_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                       double eps, bool zcg) {
+  const tensor_list out = FusedAddRmsNormFunction::apply(x, residual, weight, eps, zcg);
+  return {out[0], out[1]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(normtune, m) {
+  m.def("rms_norm_fwd(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> (Tensor, Tensor)");
+  m.def("fused_add_rms_norm_fwd(Tensor x, Tensor residual, Tensor weight, float eps, "
+        "bool zero_centered_gamma=False) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_fwd(Tensor x, Tensor weight, Tensor bias, float eps, bool zero_centered_gamma=False) -> "
+        "(Tensor, Tensor, Tensor)");
+  m.def("rms_norm_bwd(Tensor dy, Tensor x, Tensor rsigma, Tensor weight, bool zero_centered_gamma=False) -> "
+        "(Tensor, Tensor)");
+  m.def("rms_norm_bwd_add(Tensor dy, Tensor x, Tensor add, Tensor rsigma, Tensor weight, "
+        "bool zero_centered_gamma=False) -> (Tensor, Tensor)");
+  m.def("layer_norm_bwd(Tensor dy, Tensor x, Tensor mu, Tensor rsigma, Tensor weight, "
+        "bool zero_centered_gamma=False) -> (Tensor, Tensor, Tensor)");
+  m.def("rms_norm(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> Tensor");
+  m.def("layer_norm(Tensor x, Tensor weight, Tensor bias, float eps, bool zero_centered_gamma=False) -> Tensor");
+  m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps, "
+        "bool zero_centered_gamma=False) -> (Tensor, Tensor)");
+}
+
+// CUDA tensors run the kernels; CPU tensors reach the same functions, whose first check says
+// that x must be a CUDA tensor (rather than the dispatcher's list of backends).
+#define NORMTUNE_DEVICE_IMPLS(m)                                  \
+  m.impl("rms_norm_fwd", &rms_norm_fwd_cuda);                     \
+  m.impl("fused_add_rms_norm_fwd", &fused_add_rms_norm_fwd_cuda); \
+  m.impl("layer_norm_fwd", &layer_norm_fwd_cuda);                 \
+  m.impl("rms_norm_bwd", &rms_norm_bwd_cuda);                     \
+  m.impl("rms_norm_bwd_add", &rms_norm_bwd_add_cuda);             \
+  m.impl("layer_norm_bwd", &layer_norm_bwd_cuda);                 \
+  m.impl("rms_norm", &rms_norm_plain);                            \
+  m.impl("layer_norm", &layer_norm_plain);                        \
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_plain)
+
+TORCH_LIBRARY_IMPL(normtune, CUDA, m) { NORMTUNE_DEVICE_IMPLS(m); }
+TORCH_LIBRARY_IMPL(normtune, CPU, m) { NORMTUNE_DEVICE_IMPLS(m); }
+
+TORCH_LIBRARY_IMPL(normtune, Meta, m) {
+  m.impl("rms_norm_fwd", &rms_norm_fwd_meta);
+  m.impl("fused_add_rms_norm_fwd", &fused_add_rms_norm_fwd_meta);
+  m.impl("layer_norm_fwd", &layer_norm_fwd_meta);
+  m.impl("rms_norm_bwd", &rms_norm_bwd_meta);
+  m.impl("rms_norm_bwd_add", &rms_norm_bwd_add_meta);
+  m.impl("layer_norm_bwd", &layer_norm_bwd_meta);
+  m.impl("rms_norm", &rms_norm_plain);
+  m.impl("layer_norm", &layer_norm_plain);
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_plain);
+}
+
+TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
+  m.impl("rms_norm", &rms_norm_autograd);
+  m.impl("layer_norm", &layer_norm_autograd);
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_autograd);
+}

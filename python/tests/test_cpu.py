@@ -1,0 +1,86 @@
+"""What needs no GPU: the package imports, the ops are registered with their schemas, shapes
+and dtypes are inferred under FakeTensorMode and on the meta device, bad calls raise clear
+errors, and the modules match torch.nn's parameters and state_dict keys."""
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import normtune
+
+OPS = ["rms_norm", "layer_norm", "fused_add_rms_norm", "rms_norm_fwd", "layer_norm_fwd", "fused_add_rms_norm_fwd",
+       "rms_norm_bwd", "rms_norm_bwd_add", "layer_norm_bwd"]
+
+
+def test_ops_are_registered_with_their_schemas():
+    for name in OPS:
+        assert hasattr(torch.ops.normtune, name), name
+    schema = str(torch.ops.normtune.rms_norm.default._schema)
+    assert schema == "normtune::rms_norm(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> Tensor"
+    schema = str(torch.ops.normtune.layer_norm_bwd.default._schema)
+    assert schema.startswith("normtune::layer_norm_bwd(Tensor dy, Tensor x, Tensor mu, Tensor rsigma, Tensor weight")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_fake_tensor_shapes(dtype):
+    with FakeTensorMode():
+        x = torch.empty(2, 3, 4096, dtype=dtype, device="cuda")
+        w = torch.empty(4096, dtype=dtype, device="cuda")
+        b = torch.empty(4096, dtype=dtype, device="cuda")
+        y = torch.ops.normtune.rms_norm(x, w, 1e-6)
+        assert y.shape == x.shape and y.dtype == dtype and y.device.type == "cuda"
+        y, rsigma = torch.ops.normtune.rms_norm_fwd(x, w, 1e-6)
+        assert rsigma.shape == (6,) and rsigma.dtype == torch.float32
+        y, mu, rsigma = torch.ops.normtune.layer_norm_fwd(x, w, b, 1e-5)
+        assert y.shape == x.shape and mu.shape == (6,) and rsigma.shape == (6,)
+        y, h = torch.ops.normtune.fused_add_rms_norm(x, x, w, 1e-6)
+        assert y.shape == x.shape and h.shape == x.shape and h.dtype == dtype
+        dx, dw = torch.ops.normtune.rms_norm_bwd(x, x, rsigma, w)
+        assert dx.shape == x.shape and dw.shape == w.shape
+        dx, dw, db = torch.ops.normtune.layer_norm_bwd(x, x, mu, rsigma, w)
+        assert dx.shape == x.shape and dw.shape == (4096,) and db.shape == (4096,)
+
+
+def test_meta_device_and_fp32_weight():
+    x = torch.empty(5, 1024, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(1024, dtype=torch.float32, device="meta")
+    assert normtune.rms_norm(x, w).shape == (5, 1024)
+    y, h = normtune.rms_norm(x, w, residual=x)
+    assert y.dtype == torch.bfloat16 and h.shape == (5, 1024)
+
+
+def test_fake_shape_errors_name_the_argument():
+    with FakeTensorMode():
+        x = torch.empty(4, 4096, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(RuntimeError, match=r"weight must have shape \[4096\]"):
+            torch.ops.normtune.rms_norm(x, torch.empty(4095, dtype=torch.bfloat16, device="cuda"), 1e-6)
+        with pytest.raises(RuntimeError, match="bias must have weight's shape"):
+            torch.ops.normtune.layer_norm(x, torch.empty(4096, device="cuda"), torch.empty(8, device="cuda"), 1e-5)
+        with pytest.raises(RuntimeError, match="residual must have x's shape"):
+            torch.ops.normtune.fused_add_rms_norm(x, x[:2], torch.empty(4096, device="cuda"), 1e-6)
+
+
+def test_cpu_tensors_are_a_clear_error():
+    x = torch.randn(4, 64)
+    w = torch.ones(64)
+    for call in (lambda: normtune.rms_norm(x, w), lambda: normtune.layer_norm(x, w, torch.zeros(64)),
+                 lambda: normtune.rms_norm(x, w, residual=x)):
+        with pytest.raises(RuntimeError, match="x must be a CUDA tensor, got one on cpu"):
+            call()
+
+
+def test_modules_match_torch_nn():
+    ours, theirs = normtune.nn.RMSNorm(256, eps=1e-6), torch.nn.RMSNorm(256, eps=1e-6)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    ours.load_state_dict(theirs.state_dict())
+    ours, theirs = normtune.nn.LayerNorm(256), torch.nn.LayerNorm(256)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    ours, theirs = normtune.nn.LayerNorm(256, bias=False), torch.nn.LayerNorm(256, bias=False)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    assert normtune.nn.RMSNorm(256, elementwise_affine=False).state_dict().keys() == \
+        torch.nn.RMSNorm(256, elementwise_affine=False).state_dict().keys()
+    with pytest.raises(ValueError, match="last dimension only"):
+        normtune.nn.RMSNorm((4, 256))
+    x = torch.empty(3, 256, device="meta")
+    assert normtune.nn.RMSNorm(256, device="meta")(x).shape == (3, 256)
+    y, h = normtune.nn.FusedAddRMSNorm(256, device="meta")(x, x)
+    assert y.shape == h.shape == (3, 256)
