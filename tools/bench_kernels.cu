@@ -99,37 +99,40 @@ unsigned grid_for(size_t n, int sm_count) {
 
 }  // namespace
 
+namespace {
+// fn(T{}) with T the element type of t (bf16, fp16 or fp32): the one dtype switch of the
+// quantizing baselines.
+template <typename Fn>
+void with_wide_type(DType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DType::kBFloat16: return fn(bf16_t{});
+    case DType::kFloat16: return fn(fp16_t{});
+    case DType::kFloat32: return fn(float{});
+    default: NORMTUNE_ERROR(what, ": input ", dtype_name(t), ": expected bf16, fp16 or fp32");
+  }
+}
+}  // namespace
+
 void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
                      cudaStream_t stream) {
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
-  const auto args = [&](auto kernel) {
-    kernel<<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(static_cast<const uint4*>(a), static_cast<const uint4*>(b),
-                                                              static_cast<uint4*>(c), static_cast<uint8_t*>(d), nvec);
-  };
-  switch (t) {
-    case DType::kBFloat16: args(cast_fp8_kernel<bf16_t>); break;
-    case DType::kFloat16: args(cast_fp8_kernel<fp16_t>); break;
-    case DType::kFloat32: args(cast_fp8_kernel<float>); break;
-    default: NORMTUNE_ERROR("launch_cast_fp8: input ", dtype_name(t), ": expected bf16, fp16 or fp32");
-  }
+  with_wide_type(t, "launch_cast_fp8", [&](auto tag) {
+    cast_fp8_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
+        nvec);
+  });
   NORMTUNE_CHECK_LAUNCH();
 }
 
 void launch_mxfp8_quantize(const void* x, DType t, void* z, void* scales, size_t rows, size_t hidden,
                            size_t scale_cols, int sm_count, cudaStream_t stream) {
   const size_t blocks = rows * hidden / 32;
-  const auto args = [&](auto* typed) {
-    using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
+  with_wide_type(t, "launch_mxfp8_quantize", [&](auto tag) {
+    using T = decltype(tag);
     mxfp8_quantize_kernel<T><<<grid_for(blocks, sm_count), kThreads / 2, 0, stream>>>(
         static_cast<const T*>(x), static_cast<uint8_t*>(z), static_cast<uint8_t*>(scales), blocks, hidden / 32,
         scale_cols);
-  };
-  switch (t) {
-    case DType::kBFloat16: args(static_cast<const bf16_t*>(nullptr)); break;
-    case DType::kFloat16: args(static_cast<const fp16_t*>(nullptr)); break;
-    case DType::kFloat32: args(static_cast<const float*>(nullptr)); break;
-    default: NORMTUNE_ERROR("launch_mxfp8_quantize: input ", dtype_name(t), ": expected bf16, fp16 or fp32");
-  }
+  });
   NORMTUNE_CHECK_LAUNCH();
 }
 

@@ -76,10 +76,10 @@ class ZOutput {
   // TransformerEngine's running max), on the stream.
   void poison(cudaStream_t stream) const;
   // Row r, dequantized (code x scale_inv, or x the block's 2^(E - 127)), and the tolerance of
-  // each element against the fp64 value `want`: the format's rounding (one code either side:
-  // an fp32 value next to a rounding midpoint) plus fp32 error.
+  // each of its elements against the fp64 value `want`: the format's rounding (one code
+  // either side: an fp32 value next to a rounding midpoint) plus fp32 error.
   std::vector<double> row(size_t r) const;
-  double tolerance(double want, size_t r, size_t col) const;
+  double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
   uint8_t block_exponent(size_t col) const;
   // Per-tensor FP8: the amax and scale_inv the call wrote.
