@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The PyTorch package on a GPU machine, after tools/gpu_check.sh has built build-gpu: install
+# that build, build the extension against it (pip, --no-build-isolation, the machine's torch),
+# then run the package's tests, the training-parity script (one GPU; and torchrun on two
+# when there are two) and the torch-level benchmark. Logs, JSON and PNGs under $OUT.
+#   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench")
+#   NORMTUNE_BUILD_DIR the CMake build to install (default build-gpu)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-$root/out}"
+mkdir -p "$out"
+build="${NORMTUNE_BUILD_DIR:-$root/build-gpu}"
+steps="${TORCH_CHECK_STEPS:-install test parity ddp bench}"
+prefix="${NORMTUNE_TORCH_PREFIX:-/tmp/normtune-install}"
+status=0
+step() { echo "== $(date +%T) $*"; }
+cd "$root"
+
+if [[ " $steps " == *" install "* ]]; then
+  step "install $build -> $prefix, pip install the package against it"
+  cmake --install "$build" --prefix "$prefix" >/dev/null || exit 1
+  python3 -m pip install -q --no-deps --no-build-isolation --disable-pip-version-check \
+    -C cmake.define.NORMTUNE_PREFIX="$prefix" . >"$out/pip_install.log" 2>&1 || { tail -40 "$out/pip_install.log"; exit 1; }
+fi
+# Run from outside the repository so `import normtune` finds the installed package.
+cd /tmp
+if [[ " $steps " == *" test "* ]]; then
+  step "pytest python/tests"
+  python3 -m pytest -q -p no:cacheprovider "$root/python/tests" 2>&1 | tail -40 || status=1
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
+if [[ " $steps " == *" parity "* ]]; then
+  step "training parity, one GPU"
+  python3 "$root/python/benchmarks/train_parity.py" --json "$out/train_parity_1gpu.json" \
+    --png "$out/train_parity_1gpu.png" 2>&1 | grep -v " step " || status=1
+fi
+gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+if [[ " $steps " == *" ddp "* && $gpus -ge 2 ]]; then
+  step "training parity, DDP on 2 GPUs"
+  torchrun --standalone --nproc_per_node=2 "$root/python/benchmarks/train_parity.py" \
+    --json "$out/train_parity_2gpu.json" --png "$out/train_parity_2gpu.png" 2>&1 | grep -v " step " || status=1
+fi
+if [[ " $steps " == *" bench "* ]]; then
+  step "bench_torch"
+  python3 "$root/python/benchmarks/bench_torch.py" --json "$out/bench_torch.json" --png "$out/bench_torch.png" \
+    ${BENCH_TORCH_ARGS:-} 2>&1 | tail -40 || status=1
+fi
+step "done (status $status)"
+exit $status
