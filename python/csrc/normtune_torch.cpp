@@ -22,6 +22,10 @@
 #include <torch/library.h>
 
 #include <exception>
+#include <functional>
+#include <initializer_list>
+#include <mutex>
+#include <unordered_map>
 #include <tuple>
 #include <vector>
 
@@ -104,14 +108,46 @@ void translated(const char* op, Fn&& fn) {
 }
 
 // TransformerEngine's two-call protocol: the call with an empty workspace sets its size;
-// allocate exactly that (caching allocator, the call's stream) and call again.
+// allocate exactly that (caching allocator, the call's stream) and call again. The size is a
+// function of the call's key, rows and device only, so it is remembered per (op, device,
+// rows, hidden, dtypes, flags) and the query is made once per such call, not on every call
+// (the eager per-call overhead). A bounded map: it starts afresh past 4096 entries (a server
+// sees every batch size).
+struct WorkspaceKey {
+  const char* op;
+  int64_t rows, hidden;
+  int32_t device, types;  // types: x, weight dtypes and the op's flags, packed
+  bool operator==(const WorkspaceKey&) const = default;
+};
+struct WorkspaceKeyHash {
+  size_t operator()(const WorkspaceKey& k) const {
+    size_t h = std::hash<const void*>{}(k.op);
+    for (int64_t v : {k.rows, k.hidden, int64_t{k.device} << 32 | uint32_t(k.types)}) h = h * 1000003u ^ std::hash<int64_t>{}(v);
+    return h;
+  }
+};
+
 template <typename Fn>
-void with_workspace(const Call& c, Fn&& call) {
+void with_workspace(const Call& c, const Tensor& weight, int flags, Fn&& call) {
+  static std::mutex mutex;
+  static std::unordered_map<WorkspaceKey, int64_t, WorkspaceKeyHash> sizes;
+  const WorkspaceKey key{c.op, c.rows, c.hidden, c.x.get_device(),
+                         int32_t(c.x.scalar_type()) | int32_t(weight.scalar_type()) << 8 | flags << 16};
   translated(c.op, [&] {
-    Handle query(nullptr, kNVTEByte, {0});
-    call(static_cast<NVTETensor>(query));
-    const NVTEShape shape = normtune_tensor_shape(query);
-    const int64_t bytes = shape.ndim == 1 ? static_cast<int64_t>(shape.data[0]) : 0;
+    int64_t bytes = -1;
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (const auto it = sizes.find(key); it != sizes.end()) bytes = it->second;
+    }
+    if (bytes < 0) {
+      Handle query(nullptr, kNVTEByte, {0});
+      call(static_cast<NVTETensor>(query));
+      const NVTEShape shape = normtune_tensor_shape(query);
+      bytes = shape.ndim == 1 ? static_cast<int64_t>(shape.data[0]) : 0;
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (sizes.size() >= 4096) sizes.clear();
+      sizes.emplace(key, bytes);
+    }
     const Tensor ws = at::empty({bytes}, c.x.options().dtype(at::kByte));
     Handle w(ws, {static_cast<size_t>(bytes)});
     call(static_cast<NVTETensor>(w));
@@ -130,7 +166,7 @@ std::tuple<Tensor, Tensor> rms_norm_fwd_cuda(const Tensor& x, const Tensor& weig
   Tensor y = at::empty_like(c.x);
   Tensor rsigma = at::empty({c.rows}, stats_options(x));
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hy(y, dims2(c)), hr(rsigma, dims1(c.rows));
-  with_workspace(c, [&](NVTETensor ws) {
+  with_workspace(c, w, zcg, [&](NVTETensor ws) {
     normtune_rmsnorm_fwd(hx, hw, static_cast<float>(eps), hy, hr, ws, 0, zcg, c.stream);
   });
   return {y, rsigma};
@@ -149,7 +185,7 @@ std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_cuda(const Tensor& x, 
   Tensor rsigma = at::empty({c.rows}, stats_options(x));
   Handle hx(c.x, dims2(c)), hres(r, dims2(c)), hw(w, dims1(c.hidden)), hy(y, dims2(c)), hro(residual_out, dims2(c)),
       hr(rsigma, dims1(c.rows));
-  with_workspace(c, [&](NVTETensor ws) {
+  with_workspace(c, w, zcg, [&](NVTETensor ws) {
     normtune_rmsnorm_add_fwd(hx, hres, hw, static_cast<float>(eps), hy, hro, hr, ws, 0, zcg, c.stream);
   });
   return {y, residual_out, rsigma};
@@ -167,7 +203,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
   Tensor mu = at::empty({c.rows}, stats_options(x)), rsigma = at::empty({c.rows}, stats_options(x));
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hb(b, dims1(c.hidden)), hy(y, dims2(c)), hm(mu, dims1(c.rows)),
       hr(rsigma, dims1(c.rows));
-  with_workspace(c, [&](NVTETensor ws) {
+  with_workspace(c, w, zcg, [&](NVTETensor ws) {
     normtune_layernorm_fwd(hx, hw, hb, static_cast<float>(eps), hy, hm, hr, ws, 0, zcg, c.stream);
   });
   return {y, mu, rsigma};
@@ -177,7 +213,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
 std::tuple<Tensor, Tensor> rms_norm_bwd_impl(const Tensor& dy, const Tensor& x, const Tensor* add, const Tensor& rsigma,
                                              const Tensor& weight, bool zcg) {
   const c10::DeviceGuard guard(x.device());
-  Call c = make_call("rms_norm_bwd", x, weight);
+  Call c = make_call(add != nullptr ? "rms_norm_bwd_add" : "rms_norm_bwd", x, weight);
   const Tensor g = dy.contiguous(), w = weight.contiguous();
   const Tensor a = add != nullptr ? add->contiguous() : Tensor();
   Tensor dx = at::empty_like(c.x), dw = at::empty_like(w);
@@ -185,11 +221,11 @@ std::tuple<Tensor, Tensor> rms_norm_bwd_impl(const Tensor& dy, const Tensor& x, 
       hdw(dw, dims1(c.hidden));
   if (add != nullptr) {
     Handle ha(a, dims2(c));
-    with_workspace(c, [&](NVTETensor ws) {
+    with_workspace(c, w, zcg, [&](NVTETensor ws) {
       normtune_rmsnorm_bwd_add(hdy, hx, ha, hr, hw, hdx, hdw, ws, 0, zcg, c.stream);
     });
   } else {
-    with_workspace(c, [&](NVTETensor ws) { normtune_rmsnorm_bwd(hdy, hx, hr, hw, hdx, hdw, ws, 0, zcg, c.stream); });
+    with_workspace(c, w, zcg, [&](NVTETensor ws) { normtune_rmsnorm_bwd(hdy, hx, hr, hw, hdx, hdw, ws, 0, zcg, c.stream); });
   }
   return {dx, dw};
 }
@@ -212,7 +248,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_cuda(const Tensor& dy, const T
   Tensor dx = at::empty_like(c.x), dw = at::empty_like(w), db = at::empty_like(w);
   Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hm(mu, dims1(c.rows)), hr(rsigma, dims1(c.rows)),
       hw(w, dims1(c.hidden)), hdx(dx, dims2(c)), hdw(dw, dims1(c.hidden)), hdb(db, dims1(c.hidden));
-  with_workspace(c, [&](NVTETensor ws) {
+  with_workspace(c, w, zcg, [&](NVTETensor ws) {
     normtune_layernorm_bwd(hdy, hx, hm, hr, hw, hdx, hdw, hdb, ws, 0, zcg, c.stream);
   });
   return {dx, dw, db};
@@ -365,14 +401,36 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
   }
 };
 
+// Without a gradient to compute (inference, torch.no_grad(), or no input that requires one)
+// the forward kernel runs directly, without an autograd node: the eager path's overhead.
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const Tensor* t : inputs) {
+    if (t->requires_grad()) return true;
+  }
+  return false;
+}
+
 Tensor rms_norm_autograd(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+  if (!needs_grad({&x, &weight})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return rms_norm_plain(x, weight, eps, zcg);
+  }
   return RmsNormFunction::apply(x, weight, eps, zcg);
 }
 Tensor layer_norm_autograd(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool zcg) {
+  if (!needs_grad({&x, &weight, &bias})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return layer_norm_plain(x, weight, bias, eps, zcg);
+  }
   return LayerNormFunction::apply(x, weight, bias, eps, zcg);
 }
 std::tuple<Tensor, Tensor> fused_add_rms_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                        double eps, bool zcg) {
+  if (!needs_grad({&x, &residual, &weight})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return fused_add_rms_norm_plain(x, residual, weight, eps, zcg);
+  }
   const tensor_list out = FusedAddRmsNormFunction::apply(x, residual, weight, eps, zcg);
   return {out[0], out[1]};
 }

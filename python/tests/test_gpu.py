@@ -118,12 +118,65 @@ def test_compile_fullgraph_and_cuda_graph():
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_device_that_is_not_the_current_one():
+    """cuda:1 while cuda:0 is current, interleaved with cuda:0: each device's results are its
+    own (the library's per-device caches), bitwise equal to the same call on the other H200."""
     torch.cuda.set_device(0)
-    x = torch.randn(4, 4096, device="cuda:1", dtype=torch.bfloat16)
-    w = torch.ones(4096, device="cuda:1", dtype=torch.bfloat16)
-    y = normtune.rms_norm(x, w, 1e-6)
-    assert y.device == x.device
-    close(y, ref_rms(x, w, 1e-6), torch.bfloat16, "y on cuda:1")
+    torch.manual_seed(4)
+    results = {}
+    for rows in (4, 4096, 4):  # 4096 rows: the backward's partial rows, sized from the device's SMs
+        for dev in ("cuda:1", "cuda:0", "cuda:1"):
+            x = torch.randn(rows, 4096, generator=torch.Generator().manual_seed(rows), dtype=torch.bfloat16)
+            x = x.to(dev).requires_grad_()
+            w = torch.linspace(0.5, 1.5, 4096, dtype=torch.bfloat16).to(dev).requires_grad_()
+            y = normtune.rms_norm(x, w, 1e-6)
+            assert y.device == x.device
+            close(y, ref_rms(x.detach(), w.detach(), 1e-6), torch.bfloat16, f"y on {dev}")
+            dx, dw = torch.autograd.grad(y, (x, w), torch.full_like(y, 0.25))
+            assert dx.device == x.device and dw.device == x.device
+            got = (y.cpu(), dx.cpu(), dw.cpu())
+            if rows in results:
+                for a, b in zip(got, results[rows]):
+                    assert torch.equal(a, b), f"{rows} rows on {dev} differ from the first device's result"
+            results[rows] = got
+    assert torch.cuda.current_device() == 0
+
+
+def test_non_contiguous_input_is_copied():
+    torch.manual_seed(5)
+    base = torch.randn(4096, 64, device="cuda", dtype=torch.bfloat16)
+    x = base.t()  # [64, 4096], not contiguous
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    assert not x.is_contiguous()
+    assert torch.equal(normtune.rms_norm(x, w, 1e-6), normtune.rms_norm(x.contiguous(), w, 1e-6))
+    b = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    assert torch.equal(normtune.layer_norm(x, w, b), normtune.layer_norm(x.contiguous(), w, b))
+
+
+def test_zero_centered_gamma_and_fp32_weight():
+    torch.manual_seed(6)
+    x = torch.randn(33, 2048, device="cuda", dtype=torch.bfloat16)
+    w = 0.1 * torch.randn(2048, device="cuda", dtype=torch.float32)
+    y = normtune.rms_norm(x, w, 1e-6, zero_centered_gamma=True)
+    close(y, ref_rms(x, w, 1e-6, zcg=True), torch.bfloat16, "y, zero-centered fp32 gamma")
+
+
+def test_inference_mode_and_no_grad():
+    x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.ones(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with torch.no_grad():
+        y = normtune.rms_norm(x, w, 1e-6)
+    assert y.grad_fn is None and not y.requires_grad
+    with torch.inference_mode():
+        y2 = normtune.rms_norm(x.detach(), w.detach(), 1e-6)
+    assert torch.equal(y, y2)
+    assert normtune.rms_norm(x, w, 1e-6).grad_fn is not None
+
+
+def test_hidden_beyond_the_limit_is_a_clear_error():
+    x = torch.empty(1, 1 << 24, device="cuda", dtype=torch.bfloat16).normal_()
+    w = torch.ones(1 << 24, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"hidden size \(last dim\) in \[1, 16777215\]"):
+        normtune.rms_norm(x, w, 1e-6)
 
 
 def test_bad_input_names_the_argument():
