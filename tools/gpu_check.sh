@@ -5,6 +5,7 @@
 #                    compute-sanitizer memcheck + racecheck (+ synccheck, forward) on a subset
 #                    of the GPU tests
 #   BENCH_ARGS       extra arguments for normtune bench
+#   CTEST_GPU_JOBS   gpu tests run at once (default 2)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/out}"
@@ -28,7 +29,7 @@ if [[ " $steps " == *" build "* ]]; then
 fi
 if [[ " $steps " == *" test "* ]]; then
   step "ctest -L gpu"
-  ctest --test-dir "$build" -L gpu --output-on-failure -j 2 --timeout 900 >"$out/ctest_gpu.log" 2>&1 || status=1
+  ctest --test-dir "$build" -L gpu --output-on-failure -j "${CTEST_GPU_JOBS:-2}" --timeout 900 >"$out/ctest_gpu.log" 2>&1 || status=1
   tail -15 "$out/ctest_gpu.log"
   step "ctest -L cpu"
   ctest --test-dir "$build" -L cpu -j 8 >"$out/ctest_cpu.log" 2>&1 || status=1

@@ -45,21 +45,45 @@ NVTEDType nvte_dtype(at::ScalarType t) {
   }
 }
 
-// An NVTETensor over a torch tensor's storage (row-wise data), destroyed with the wrapper.
+// The shape of a handle's buffer: [n] or [rows, hidden].
+struct Dims {
+  size_t d[2];
+  size_t n;
+};
+
+// An NVTETensor over a torch tensor's storage (row-wise data). The handles are reused per
+// thread (created once, re-pointed for each call, destroyed when the thread ends): six
+// creations and destructions per call showed in the eager overhead.
 class Handle {
  public:
-  Handle(void* data, NVTEDType dtype, std::vector<size_t> shape)
-      : h_(normtune_create_tensor(NVTE_DELAYED_TENSOR_SCALING)) {
-    const NVTEBasicTensor b{data, dtype, normtune_make_shape(shape.data(), shape.size())};
+  Handle(void* data, NVTEDType dtype, Dims dims) : h_(acquire()) {
+    const NVTEBasicTensor b{data, dtype, normtune_make_shape(dims.d, dims.n)};
     normtune_set_tensor_param_v2(h_, kNVTERowwiseData, &b, sizeof(b));
   }
-  Handle(const Tensor& t, std::vector<size_t> shape) : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), shape) {}
-  ~Handle() { normtune_destroy_tensor(h_); }
+  Handle(const Tensor& t, Dims dims) : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), dims) {}
+  ~Handle() { pool().free.push_back(h_); }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   operator NVTETensor() const { return h_; }
 
  private:
+  struct Pool {
+    std::vector<NVTETensor> free;
+    ~Pool() {
+      for (NVTETensor h : free) normtune_destroy_tensor(h);
+    }
+  };
+  static Pool& pool() {
+    thread_local Pool p;
+    return p;
+  }
+  static NVTETensor acquire() {
+    std::vector<NVTETensor>& free = pool().free;
+    if (free.empty()) return normtune_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
+    const NVTETensor h = free.back();
+    free.pop_back();
+    return h;
+  }
   NVTETensor h_;
 };
 
@@ -107,6 +131,9 @@ void translated(const char* op, Fn&& fn) {
   }
 }
 
+Dims dims2(const Call& c) { return {{static_cast<size_t>(c.rows), static_cast<size_t>(c.hidden)}, 2}; }
+Dims dims1(int64_t n) { return {{static_cast<size_t>(n), 0}, 1}; }
+
 // TransformerEngine's two-call protocol: the call with an empty workspace sets its size;
 // allocate exactly that (caching allocator, the call's stream) and call again. The size is a
 // function of the call's key, rows and device only, so it is remembered per (op, device,
@@ -140,7 +167,7 @@ void with_workspace(const Call& c, const Tensor& weight, int flags, Fn&& call) {
       if (const auto it = sizes.find(key); it != sizes.end()) bytes = it->second;
     }
     if (bytes < 0) {
-      Handle query(nullptr, kNVTEByte, {0});
+      Handle query(nullptr, kNVTEByte, dims1(0));
       call(static_cast<NVTETensor>(query));
       const NVTEShape shape = normtune_tensor_shape(query);
       bytes = shape.ndim == 1 ? static_cast<int64_t>(shape.data[0]) : 0;
@@ -149,13 +176,11 @@ void with_workspace(const Call& c, const Tensor& weight, int flags, Fn&& call) {
       sizes.emplace(key, bytes);
     }
     const Tensor ws = at::empty({bytes}, c.x.options().dtype(at::kByte));
-    Handle w(ws, {static_cast<size_t>(bytes)});
+    Handle w(ws, dims1(bytes));
     call(static_cast<NVTETensor>(w));
   });
 }
 
-std::vector<size_t> dims2(const Call& c) { return {static_cast<size_t>(c.rows), static_cast<size_t>(c.hidden)}; }
-std::vector<size_t> dims1(int64_t n) { return {static_cast<size_t>(n)}; }
 at::TensorOptions stats_options(const Tensor& x) { return x.options().dtype(at::kFloat); }
 
 // ---- kernels (CUDA) -----------------------------------------------------------------------
