@@ -27,8 +27,9 @@ cd /tmp
 if [[ " $steps " == *" test "* ]]; then
   step "pytest python/tests"
   # One process per file, so that a crash in one does not hide the other's results.
-  for f in test_gpu.py test_cpu.py; do
-    python3 -m pytest -q -p no:cacheprovider "$root/python/tests/$f" 2>&1 | tail -25 || status=1
+  for f in test_gpu test_cpu; do
+    python3 -m pytest -v -p no:cacheprovider "$root/python/tests/$f.py" >"$out/pytest_$f.log" 2>&1 || status=1
+    grep -E "FAILED|ERROR|Fatal Python error|^  File .*normtune|passed|failed" "$out/pytest_$f.log" | head -20
   done
 fi
 if [[ " $steps " == *" parity "* ]]; then

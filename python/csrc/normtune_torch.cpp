@@ -25,6 +25,7 @@
 #include <functional>
 #include <initializer_list>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <tuple>
 #include <vector>
@@ -96,6 +97,16 @@ struct Call {
   cudaStream_t stream = nullptr;
 };
 
+// Numbers in messages go through std::to_string, never an ostream: an ostream's integer
+// output instantiated in this library (as GCC 13 on Ubuntu 24.04 did) can use a copy of the
+// locale's facet ids that the running libstdc++ never registered, and crash on the first
+// error message with a number in it (seen on the H200 machine).
+std::string dims_str(at::IntArrayRef dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 void check_same_device(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   TORCH_CHECK(t.device() == x.device(), "normtune.", op, ": ", name, " is on ", t.device(), ", x on ", x.device());
 }
@@ -104,7 +115,7 @@ void check_same_device(const char* op, const char* name, const Tensor& t, const 
 void check_shapes(const char* op, const Tensor& x, const Tensor& weight) {
   TORCH_CHECK(x.dim() >= 1, "normtune.", op, ": x must have a last dimension (the hidden size), got a scalar");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "normtune.", op, ": weight must have shape [",
-              x.size(-1), "] (x's last dimension), got ", weight.sizes());
+              std::to_string(x.size(-1)), "] (x's last dimension), got ", dims_str(weight.sizes()));
 }
 
 Call make_call(const char* op, const Tensor& x, const Tensor& weight) {
@@ -144,7 +155,9 @@ struct WorkspaceKey {
   const char* op;
   int64_t rows, hidden;
   int32_t device, types;  // types: x, weight dtypes and the op's flags, packed
-  bool operator==(const WorkspaceKey&) const = default;
+  bool operator==(const WorkspaceKey& o) const {
+    return op == o.op && rows == o.rows && hidden == o.hidden && device == o.device && types == o.types;
+  }
 };
 struct WorkspaceKeyHash {
   size_t operator()(const WorkspaceKey& k) const {
@@ -203,8 +216,8 @@ std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_cuda(const Tensor& x, 
   Call c = make_call("fused_add_rms_norm", x, weight);
   check_same_device(c.op, "residual", residual, x);
   TORCH_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type(), "normtune.", c.op,
-              ": residual must have x's shape and dtype (", x.sizes(), ", ", x.scalar_type(), "), got ",
-              residual.sizes(), ", ", residual.scalar_type());
+              ": residual must have x's shape and dtype (", dims_str(x.sizes()), ", ", x.scalar_type(), "), got ",
+              dims_str(residual.sizes()), ", ", residual.scalar_type());
   const Tensor r = residual.contiguous(), w = weight.contiguous();
   Tensor y = at::empty_like(c.x), residual_out = at::empty_like(c.x);
   Tensor rsigma = at::empty({c.rows}, stats_options(x));
@@ -221,8 +234,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
   const c10::DeviceGuard guard(x.device());
   Call c = make_call("layer_norm", x, weight);
   check_same_device(c.op, "bias", bias, x);
-  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.", c.op, ": bias must have weight's shape ", weight.sizes(),
-              ", got ", bias.sizes());
+  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.", c.op, ": bias must have weight's shape ", dims_str(weight.sizes()),
+              ", got ", dims_str(bias.sizes()));
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   Tensor y = at::empty_like(c.x);
   Tensor mu = at::empty({c.rows}, stats_options(x)), rsigma = at::empty({c.rows}, stats_options(x));
@@ -292,16 +305,16 @@ std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weig
 std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_meta(const Tensor& x, const Tensor& residual,
                                                                 const Tensor& weight, double, bool) {
   check_shapes("fused_add_rms_norm", x, weight);
-  TORCH_CHECK(residual.sizes() == x.sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ", x.sizes(),
-              ", got ", residual.sizes());
+  TORCH_CHECK(residual.sizes() == x.sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ", dims_str(x.sizes()),
+              ", got ", dims_str(residual.sizes()));
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(x, at::MemoryFormat::Contiguous),
           stats_like(x)};
 }
 std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                        double, bool) {
   check_shapes("layer_norm", x, weight);
-  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.layer_norm: bias must have weight's shape ", weight.sizes(),
-              ", got ", bias.sizes());
+  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.layer_norm: bias must have weight's shape ", dims_str(weight.sizes()),
+              ", got ", dims_str(bias.sizes()));
   return {at::empty_like(x, at::MemoryFormat::Contiguous), stats_like(x), stats_like(x)};
 }
 std::tuple<Tensor, Tensor> rms_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor& weight, bool) {
