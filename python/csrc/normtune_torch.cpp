@@ -101,9 +101,13 @@ struct Call {
 // output instantiated in this library (as GCC 13 on Ubuntu 24.04 did) can use a copy of the
 // locale's facet ids that the running libstdc++ never registered, and crash on the first
 // error message with a number in it (seen on the H200 machine).
-std::string dims_str(at::IntArrayRef dims) {
+// Symbolic sizes (torch.compile with dynamic shapes) print as "?".
+std::string dims_str(c10::SymIntArrayRef dims) {
   std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const std::optional<int64_t> d = dims[i].maybe_as_int();
+    s += (i ? ", " : "") + (d ? std::to_string(*d) : std::string("?"));
+  }
   return s + "]";
 }
 
@@ -114,8 +118,8 @@ void check_same_device(const char* op, const char* name, const Tensor& t, const 
 // Shapes (also checked by the Meta kernels, so FakeTensor raises the same errors).
 void check_shapes(const char* op, const Tensor& x, const Tensor& weight) {
   TORCH_CHECK(x.dim() >= 1, "normtune.", op, ": x must have a last dimension (the hidden size), got a scalar");
-  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1), "normtune.", op, ": weight must have shape [",
-              std::to_string(x.size(-1)), "] (x's last dimension), got ", dims_str(weight.sizes()));
+  TORCH_CHECK(weight.dim() == 1 && weight.sym_size(0) == x.sym_size(-1), "normtune.", op, ": weight must have shape ",
+              dims_str(x.sym_sizes().slice(x.dim() - 1)), " (x's last dimension), got ", dims_str(weight.sym_sizes()));
 }
 
 Call make_call(const char* op, const Tensor& x, const Tensor& weight) {
@@ -216,8 +220,8 @@ std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_cuda(const Tensor& x, 
   Call c = make_call("fused_add_rms_norm", x, weight);
   check_same_device(c.op, "residual", residual, x);
   TORCH_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type(), "normtune.", c.op,
-              ": residual must have x's shape and dtype (", dims_str(x.sizes()), ", ", x.scalar_type(), "), got ",
-              dims_str(residual.sizes()), ", ", residual.scalar_type());
+              ": residual must have x's shape and dtype (", dims_str(x.sym_sizes()), ", ", x.scalar_type(), "), got ",
+              dims_str(residual.sym_sizes()), ", ", residual.scalar_type());
   const Tensor r = residual.contiguous(), w = weight.contiguous();
   Tensor y = at::empty_like(c.x), residual_out = at::empty_like(c.x);
   Tensor rsigma = at::empty({c.rows}, stats_options(x));
@@ -234,8 +238,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
   const c10::DeviceGuard guard(x.device());
   Call c = make_call("layer_norm", x, weight);
   check_same_device(c.op, "bias", bias, x);
-  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.", c.op, ": bias must have weight's shape ", dims_str(weight.sizes()),
-              ", got ", dims_str(bias.sizes()));
+  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.", c.op, ": bias must have weight's shape ",
+              dims_str(weight.sym_sizes()), ", got ", dims_str(bias.sym_sizes()));
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   Tensor y = at::empty_like(c.x);
   Tensor mu = at::empty({c.rows}, stats_options(x)), rsigma = at::empty({c.rows}, stats_options(x));
@@ -293,9 +297,11 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_cuda(const Tensor& dy, const T
 }
 
 // ---- kernels (Meta: shapes and dtypes only) ------------------------------------------------
+// [rows] fp32: rows = the product of every dimension but the last (symbolic ones too).
 Tensor stats_like(const Tensor& x) {
-  const int64_t hidden = x.dim() >= 1 ? x.size(-1) : 1;
-  return at::empty({hidden == 0 ? 0 : x.numel() / hidden}, x.options().dtype(at::kFloat));
+  c10::SymInt rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  return at::empty_symint({rows}, x.options().dtype(at::kFloat));
 }
 
 std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weight, double, bool) {
@@ -305,16 +311,16 @@ std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weig
 std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_meta(const Tensor& x, const Tensor& residual,
                                                                 const Tensor& weight, double, bool) {
   check_shapes("fused_add_rms_norm", x, weight);
-  TORCH_CHECK(residual.sizes() == x.sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ", dims_str(x.sizes()),
-              ", got ", dims_str(residual.sizes()));
+  TORCH_CHECK(residual.sym_sizes() == x.sym_sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ",
+              dims_str(x.sym_sizes()), ", got ", dims_str(residual.sym_sizes()));
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(x, at::MemoryFormat::Contiguous),
           stats_like(x)};
 }
 std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                        double, bool) {
   check_shapes("layer_norm", x, weight);
-  TORCH_CHECK(bias.sizes() == weight.sizes(), "normtune.layer_norm: bias must have weight's shape ", dims_str(weight.sizes()),
-              ", got ", dims_str(bias.sizes()));
+  TORCH_CHECK(bias.sym_sizes() == weight.sym_sizes(), "normtune.layer_norm: bias must have weight's shape ",
+              dims_str(weight.sym_sizes()), ", got ", dims_str(bias.sym_sizes()));
   return {at::empty_like(x, at::MemoryFormat::Contiguous), stats_like(x), stats_like(x)};
 }
 std::tuple<Tensor, Tensor> rms_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor& weight, bool) {

@@ -84,3 +84,23 @@ def test_modules_match_torch_nn():
     assert normtune.nn.RMSNorm(256, device="meta")(x).shape == (3, 256)
     y, h = normtune.nn.FusedAddRMSNorm(256, device="meta")(x, x)
     assert y.shape == h.shape == (3, 256)
+
+
+def test_meta_kernels_take_symbolic_shapes():
+    """torch.compile(dynamic=True) and opcheck's dynamic-shape tests trace the Meta kernels with
+    symbolic sizes: no concrete size may be asked for."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, r, w, b):
+        y, rs = torch.ops.normtune.rms_norm_fwd(x, w, 1e-6)
+        z, mu, rs2 = torch.ops.normtune.layer_norm_fwd(x, w, b, 1e-5)
+        s, h, rs3 = torch.ops.normtune.fused_add_rms_norm_fwd(x, r, w, 1e-6)
+        dx, dw = torch.ops.normtune.rms_norm_bwd(y, x, rs, w)
+        return y, rs, z, mu, s, h, dx, dw
+
+    x = torch.empty(3, 5, 256, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(256, device="meta", dtype=torch.bfloat16)
+    graph = make_fx(f, tracing_mode="symbolic")(x, x, w, w)
+    assert "normtune.rms_norm_fwd" in str(graph.graph)
+    with pytest.raises(RuntimeError, match="weight must have shape"):
+        make_fx(f, tracing_mode="symbolic")(x, x, torch.empty(255, device="meta", dtype=torch.bfloat16), w)
