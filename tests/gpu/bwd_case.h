@@ -26,9 +26,11 @@ struct BwdCase {
   size_t gamma_offset = 0;
   uint32_t seed = 1;
   int multiprocessor_count = 0;
+  Specials x_specials;  // NaN/Inf put into x (the statistics follow from it)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm", add ? "+add" : "",
+                          x_specials.empty() ? "" : " (NaN/Inf in x)",
                           " bwd ", rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           zero_centered_gamma ? " zero_centered" : "", in_place ? " in_place" : "",
                           " offsets=", x_offset, "/", gamma_offset, " sms=", multiprocessor_count);
@@ -83,7 +85,7 @@ class BwdProblem {
       : c_(c),
         n_(c.rows * c.hidden),
         ln_(c.norm == NormType::kLayerNorm),
-        x_(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0)),
+        x_(with_specials(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0), c.x_specials)),
         dz_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
         add_(random_array(c.itype, n_, c.seed + 2, 0.0, 1.0)),
         gamma_(random_array(c.wtype, c.hidden, c.seed + 3, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),

@@ -30,10 +30,11 @@ struct FwdCase {
   float epsilon = 1e-5f;
   uint32_t seed = 1;
   int multiprocessor_count = 0;
+  Specials x_specials;  // NaN/Inf put into x
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
-                          fused_add ? (in_place ? "+add(in place)" : "+add") : "", " ",
+                          x_specials.empty() ? "" : " (NaN/Inf in x)", fused_add ? (in_place ? "+add(in place)" : "+add") : "", " ",
                           rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           " o=", dtype_name(otype), zero_centered_gamma ? " zero_centered" : "",
                           with_amax ? " +amax" : "",
@@ -80,7 +81,7 @@ class FwdProblem {
         n_(c.rows * c.hidden),
         ln_(c.norm == NormType::kLayerNorm),
         // LayerNorm inputs get an offset so that the mean matters.
-        x_(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0)),
+        x_(with_specials(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0), c.x_specials)),
         residual_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
         gamma_(random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),
         beta_(random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5)),

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <normtune/common/convert.h>
@@ -159,11 +160,21 @@ class TensorHandle {
   NVTETensor h_;
 };
 
+// Special values put into a case's input (element index, value: NaN or +-Inf).
+using Specials = std::vector<std::pair<size_t, double>>;
+inline HostArray with_specials(HostArray a, const Specials& specials) {
+  for (const auto& [i, v] : specials) a.set(i, v);
+  return a;
+}
+
 // ---- comparison ------------------------------------------------------------------------
 // Every element must be written (not NaN: inputs are finite and outputs were NaN-poisoned)
 // and within tolerance of the reference: atol + rtol * |want|, plus scale_coef * scale[i]
 // when a per-element error scale is given (fp32 arithmetic error relative to the size of
-// the terms, for results that cancel). Reports the first few failures.
+// the terms, for results that cancel). Where the reference itself is NaN or +-Inf (inputs
+// with special values), the result must be NaN or that same infinity (there a NaN cannot
+// tell a written element from the poison; the finite elements around it can). Reports the
+// first few failures.
 inline ::testing::AssertionResult close_to_reference(const HostArray& got,
                                                      const std::vector<double>& want,
                                                      Tolerance tol, const std::string& what,
@@ -178,7 +189,8 @@ inline ::testing::AssertionResult close_to_reference(const HostArray& got,
     const double g = got.get(i);
     const double w = want[i];
     const double limit = tol.atol + tol.rtol * std::fabs(w) + (scale != nullptr ? scale_coef * (*scale)[i] : 0.0);
-    const bool ok = std::isfinite(g) && std::fabs(g - w) <= limit;
+    const bool ok = std::isfinite(w) ? std::isfinite(g) && std::fabs(g - w) <= limit
+                                     : std::isnan(w) ? std::isnan(g) : g == w;
     if (!ok) {
       if (bad < 5) first += detail::concat("\n  [", i, "] got ", g, " want ", w, " tolerance ", limit);
       ++bad;
