@@ -4,6 +4,9 @@
 #   GPU_CHECK_STEPS  which steps to run (default "build test bench"); add "sanitize" for
 #                    compute-sanitizer memcheck + racecheck (+ synccheck, forward) on a subset
 #                    of the GPU tests
+#   SANITIZE_SCOPE   subset (default) or all: every gpu test under each of SANITIZE_TOOLS
+#                    (default memcheck racecheck initcheck synccheck), gtest shard
+#                    SANITIZE_SHARD=i/n of every suite (default 0/1)
 #   BENCH_ARGS       extra arguments for normtune bench
 #   CTEST_GPU_JOBS   gpu tests run at once (default 2)
 set -uo pipefail
@@ -35,9 +38,9 @@ if [[ " $steps " == *" test "* ]]; then
   ctest --test-dir "$build" -L cpu -j 8 >"$out/ctest_cpu.log" 2>&1 || status=1
   tail -3 "$out/ctest_cpu.log"
 fi
-if [[ " $steps " == *" sanitize "* ]]; then
-  step "compute-sanitizer"
-  for tool in memcheck racecheck synccheck; do
+if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == subset ]]; then
+  step "compute-sanitizer (subset)"
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     # The staged kernels (one CTA, clusters, the tuned h4096/h7168 lines) and the FP8/MXFP8
     # outputs included; racecheck is slow on large shared-memory slices, so it takes the
     # one-CTA staged layouts and the per-tensor FP8 test only.
@@ -52,6 +55,22 @@ if [[ " $steps " == *" sanitize "* ]]; then
       --gtest_filter='NormBwdGpu.ZeroRows*:NormBwdGpu.OneRow:NormBwdGpu.MisalignedStorage*:NormBwdGpu.ZeroCentered*:NormBwdGpu.InPlace*:Registry/TunedBwdGpu.*h7168*:Registry/TunedBwdGpu.*h128_*' \
       >"$out/sanitize_${tool}_bwd.log" 2>&1 || status=1
     tail -3 "$out/sanitize_${tool}_bwd.log"
+  done
+fi
+if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == all ]]; then
+  # Every gpu test under each tool, as gtest shard i of n of every suite (SANITIZE_SHARD=i/n,
+  # default 0/1: all of it), so that the whole label can be split over several runs. The
+  # tensors beyond 2^31 elements are left out (tens of GB under a sanitizer).
+  shard="${SANITIZE_SHARD:-0/1}"
+  step "compute-sanitizer (every gpu test, shard $shard)"
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    for suite in platform forward backward reliability; do
+      log="$out/sanitize_${tool}_${suite}_${shard/\//of}.log"
+      GTEST_SHARD_INDEX="${shard%/*}" GTEST_TOTAL_SHARDS="${shard#*/}" \
+        compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_$suite" \
+        --gtest_filter='-ReliabilityGpu.TensorsBeyond*' >"$log" 2>&1 || status=1
+      echo "$tool $suite: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$log" | head -1) $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
+    done
   done
 fi
 if [[ " $steps " == *" bench "* ]]; then
