@@ -42,6 +42,9 @@ NVTEDType nvte_dtype(at::ScalarType t) {
     case at::kHalf: return kNVTEFloat16;
     case at::kBFloat16: return kNVTEBFloat16;
     case at::kByte: return kNVTEByte;
+    case at::ScalarType::Float8_e4m3fn: return kNVTEFloat8E4M3;
+    case at::ScalarType::Float8_e5m2: return kNVTEFloat8E5M2;
+    case at::ScalarType::Float8_e8m0fnu: return kNVTEFloat8E8M0;
     default: TORCH_CHECK(false, "normtune: dtype ", t, " is not supported (fp32, fp16 or bf16)");
   }
 }
@@ -52,20 +55,39 @@ struct Dims {
   size_t n;
 };
 
-// An NVTETensor over a torch tensor's storage (row-wise data). The handles are reused per
-// thread (created once, re-pointed for each call, destroyed when the thread ends): six
-// creations and destructions per call showed in the eager overhead.
+// An NVTETensor over a torch tensor's storage (row-wise data; an FP8 output also its scale
+// buffers). The handles are reused per thread and scaling mode (created once, re-pointed for
+// each call, destroyed when the thread ends): six creations and destructions per call showed
+// in the eager overhead.
 class Handle {
  public:
-  Handle(void* data, NVTEDType dtype, Dims dims) : h_(acquire()) {
+  Handle(void* data, NVTEDType dtype, Dims dims, NVTEScalingMode mode = NVTE_DELAYED_TENSOR_SCALING)
+      : mode_(mode), h_(acquire(mode)) {
     const NVTEBasicTensor b{data, dtype, normtune_make_shape(dims.d, dims.n)};
     normtune_set_tensor_param_v2(h_, kNVTERowwiseData, &b, sizeof(b));
   }
-  Handle(const Tensor& t, Dims dims) : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), dims) {}
-  ~Handle() { pool().free.push_back(h_); }
+  Handle(const Tensor& t, Dims dims, NVTEScalingMode mode = NVTE_DELAYED_TENSOR_SCALING)
+      : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), dims, mode) {}
+  ~Handle() {
+    // A pooled handle goes back without its scale buffers (a NULL buffer is an absent one).
+    for (NVTETensorParam p : {kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv}) {
+      if (!(extras_ & (1u << p))) continue;
+      const size_t one = 1;
+      const NVTEBasicTensor none{nullptr, kNVTEFloat32, normtune_make_shape(&one, 1)};
+      normtune_set_tensor_param_v2(h_, p, &none, sizeof(none));
+    }
+    pool(mode_).free.push_back(h_);
+  }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   operator NVTETensor() const { return h_; }
+
+  // Another buffer of the tensor: kNVTEScale, kNVTEAmax or kNVTERowwiseScaleInv.
+  void set(NVTETensorParam param, const Tensor& t, Dims dims) {
+    const NVTEBasicTensor b{t.data_ptr(), nvte_dtype(t.scalar_type()), normtune_make_shape(dims.d, dims.n)};
+    normtune_set_tensor_param_v2(h_, param, &b, sizeof(b));
+    extras_ |= 1u << param;
+  }
 
  private:
   struct Pool {
@@ -74,18 +96,20 @@ class Handle {
       for (NVTETensor h : free) normtune_destroy_tensor(h);
     }
   };
-  static Pool& pool() {
-    thread_local Pool p;
-    return p;
+  static Pool& pool(NVTEScalingMode mode) {
+    thread_local Pool pools[2];  // NVTE_DELAYED_TENSOR_SCALING, NVTE_MXFP8_1D_SCALING
+    return pools[mode == NVTE_MXFP8_1D_SCALING ? 1 : 0];
   }
-  static NVTETensor acquire() {
-    std::vector<NVTETensor>& free = pool().free;
-    if (free.empty()) return normtune_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
+  static NVTETensor acquire(NVTEScalingMode mode) {
+    std::vector<NVTETensor>& free = pool(mode).free;
+    if (free.empty()) return normtune_create_tensor(mode);
     const NVTETensor h = free.back();
     free.pop_back();
     return h;
   }
+  NVTEScalingMode mode_;
   NVTETensor h_;
+  unsigned extras_ = 0;
 };
 
 // What every kernel call shares: the checks of x and the weight, the [rows, H] view, the
@@ -336,6 +360,174 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor&, const Tens
           at::empty_like(weight, at::MemoryFormat::Contiguous)};
 }
 
+// ---- quantized outputs (forward only) --------------------------------------------------------
+// FP8 with one per-tensor scale (TransformerEngine's delayed or current scaling):
+//   y = fp8(norm(x) * scale), amax = max |norm(x)| (before the scale, from a zero each call),
+//   scale_inv = 1 / scale.
+// MXFP8: FP8 data with one E8M0 scale per 32 elements of a row; the scales are
+//   [roundup(rows, 128), roundup(H / 32, 4)] (TransformerEngine's layout; the padding is not
+//   written), dtype torch.float8_e8m0fnu.
+// Gradients do not flow through a quantized y: a training recipe saves x and rsigma (and mu)
+// and calls rms_norm_bwd / layer_norm_bwd with the gradient of y, as TransformerEngine does.
+enum class NormOp { kRms, kLayer, kRmsAdd };
+
+struct QuantOutputs {
+  Tensor y, scales, residual_out, mu, rsigma, amax, scale_inv;
+};
+
+void check_fp8_dtype(const char* op, at::ScalarType t) {
+  TORCH_CHECK(t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2, "normtune.", op,
+              ": out_dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got ", t);
+}
+
+// The checks every quantized op shares (CUDA and Meta): shapes, the FP8 dtype, the scale.
+void check_quant_args(const char* op, const Tensor& x, const Tensor* residual, const Tensor& weight,
+                      const Tensor* bias, const Tensor* scale, at::ScalarType out_dtype) {
+  check_shapes(op, x, weight);
+  check_fp8_dtype(op, out_dtype);
+  if (residual != nullptr) {
+    TORCH_CHECK(residual->sym_sizes() == x.sym_sizes() && residual->scalar_type() == x.scalar_type(), "normtune.",
+                op, ": residual must have x's shape and dtype (", dims_str(x.sym_sizes()), ", ", x.scalar_type(),
+                "), got ", dims_str(residual->sym_sizes()), ", ", residual->scalar_type());
+  }
+  if (bias != nullptr) {
+    TORCH_CHECK(bias->sym_sizes() == weight.sym_sizes(), "normtune.", op, ": bias must have weight's shape ",
+                dims_str(weight.sym_sizes()), ", got ", dims_str(bias->sym_sizes()));
+  }
+  if (scale != nullptr) {
+    TORCH_CHECK(scale->scalar_type() == at::kFloat && scale->sym_numel() == 1, "normtune.", op,
+                ": scale must be one fp32 value, got ", scale->scalar_type(), " of shape ",
+                dims_str(scale->sym_sizes()));
+  }
+}
+
+// [roundup(rows, 128), roundup(H / 32, 4)]: the MXFP8 scales of a [rows, H] output.
+std::vector<c10::SymInt> mx_scale_shape(const Tensor& x) {
+  c10::SymInt rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  const c10::SymInt blocks = x.sym_size(-1) / 32;
+  return {(rows + 127) / 128 * 128, (blocks + 3) / 4 * 4};
+}
+
+// The outputs of a quantized op (on x's device, or the meta device): scale null = MXFP8.
+QuantOutputs quant_outputs(NormOp norm, const Tensor& x, bool mx, at::ScalarType out_dtype) {
+  QuantOutputs o;
+  o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(out_dtype));
+  if (mx) o.scales = at::empty_symint(mx_scale_shape(x), x.options().dtype(at::ScalarType::Float8_e8m0fnu));
+  if (norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (norm == NormOp::kLayer) o.mu = stats_like(x);
+  o.rsigma = stats_like(x);
+  if (!mx) {
+    o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
+    o.scale_inv = at::empty({1}, x.options().dtype(at::kFloat));
+  }
+  return o;
+}
+
+QuantOutputs norm_quant_cuda(const char* op, NormOp norm, const Tensor& x, const Tensor* residual,
+                             const Tensor& weight, const Tensor* bias, double eps, const Tensor* scale,
+                             at::ScalarType out_dtype, bool zcg) {
+  const c10::DeviceGuard guard(x.device());
+  Call c = make_call(op, x, weight);
+  check_quant_args(op, x, residual, weight, bias, scale, out_dtype);
+  for (const Tensor* t : {residual, bias, scale}) {
+    if (t != nullptr) check_same_device(op, t == residual ? "residual" : t == bias ? "bias" : "scale", *t, x);
+  }
+  const bool mx = scale == nullptr;
+  const Tensor w = weight.contiguous();
+  const Tensor b = bias != nullptr ? bias->contiguous() : Tensor();
+  const Tensor r = residual != nullptr ? residual->contiguous() : Tensor();
+  const Tensor sc = scale != nullptr ? scale->contiguous() : Tensor();
+  QuantOutputs o = quant_outputs(norm, c.x, mx, out_dtype);
+  Handle hz(o.y, dims2(c), mx ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+  if (mx) {
+    hz.set(kNVTERowwiseScaleInv, o.scales,
+           {{static_cast<size_t>(o.scales.size(0)), static_cast<size_t>(o.scales.size(1))}, 2});
+  } else {
+    hz.set(kNVTEScale, sc, dims1(1));
+    hz.set(kNVTEAmax, o.amax, dims1(1));
+    hz.set(kNVTERowwiseScaleInv, o.scale_inv, dims1(1));
+  }
+  Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hr(o.rsigma, dims1(c.rows));
+  const int flags = int(zcg) | int(out_dtype) << 1;
+  if (norm == NormOp::kRms) {
+    with_workspace(c, w, flags, [&](NVTETensor ws) {
+      normtune_rmsnorm_fwd(hx, hw, static_cast<float>(eps), hz, hr, ws, 0, zcg, c.stream);
+    });
+  } else if (norm == NormOp::kLayer) {
+    Handle hb(b, dims1(c.hidden)), hm(o.mu, dims1(c.rows));
+    with_workspace(c, w, flags, [&](NVTETensor ws) {
+      normtune_layernorm_fwd(hx, hw, hb, static_cast<float>(eps), hz, hm, hr, ws, 0, zcg, c.stream);
+    });
+  } else {
+    Handle hres(r, dims2(c)), hro(o.residual_out, dims2(c));
+    with_workspace(c, w, flags, [&](NVTETensor ws) {
+      normtune_rmsnorm_add_fwd(hx, hres, hw, static_cast<float>(eps), hz, hro, hr, ws, 0, zcg, c.stream);
+    });
+  }
+  return o;
+}
+
+QuantOutputs norm_quant_meta(const char* op, NormOp norm, const Tensor& x, const Tensor* residual,
+                             const Tensor& weight, const Tensor* bias, const Tensor* scale, at::ScalarType out_dtype) {
+  check_quant_args(op, x, residual, weight, bias, scale, out_dtype);
+  return quant_outputs(norm, x, scale == nullptr, out_dtype);
+}
+
+using Fp8Rms = std::tuple<Tensor, Tensor, Tensor, Tensor>;            // y, rsigma, amax, scale_inv
+using Fp8Five = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;   // y, mu | residual_out, rsigma, amax, scale_inv
+using MxRms = std::tuple<Tensor, Tensor, Tensor>;                     // y, scales, rsigma
+using MxFour = std::tuple<Tensor, Tensor, Tensor, Tensor>;            // y, scales, mu | residual_out, rsigma
+
+template <bool kMeta>
+QuantOutputs quant(const char* op, NormOp norm, const Tensor& x, const Tensor* residual, const Tensor& weight,
+                   const Tensor* bias, double eps, const Tensor* scale, at::ScalarType out_dtype, bool zcg) {
+  if constexpr (kMeta) {
+    return norm_quant_meta(op, norm, x, residual, weight, bias, scale, out_dtype);
+  } else {
+    return norm_quant_cuda(op, norm, x, residual, weight, bias, eps, scale, out_dtype, zcg);
+  }
+}
+
+template <bool kMeta>
+Fp8Rms rms_norm_fp8(const Tensor& x, const Tensor& weight, double eps, const Tensor& scale, at::ScalarType out_dtype,
+                    bool zcg) {
+  QuantOutputs o = quant<kMeta>("rms_norm_fp8", NormOp::kRms, x, nullptr, weight, nullptr, eps, &scale, out_dtype, zcg);
+  return {o.y, o.rsigma, o.amax, o.scale_inv};
+}
+template <bool kMeta>
+Fp8Five layer_norm_fp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& scale,
+                       at::ScalarType out_dtype, bool zcg) {
+  QuantOutputs o = quant<kMeta>("layer_norm_fp8", NormOp::kLayer, x, nullptr, weight, &bias, eps, &scale, out_dtype, zcg);
+  return {o.y, o.mu, o.rsigma, o.amax, o.scale_inv};
+}
+template <bool kMeta>
+Fp8Five fused_add_rms_norm_fp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                               const Tensor& scale, at::ScalarType out_dtype, bool zcg) {
+  QuantOutputs o =
+      quant<kMeta>("fused_add_rms_norm_fp8", NormOp::kRmsAdd, x, &residual, weight, nullptr, eps, &scale, out_dtype, zcg);
+  return {o.y, o.residual_out, o.rsigma, o.amax, o.scale_inv};
+}
+template <bool kMeta>
+MxRms rms_norm_mxfp8(const Tensor& x, const Tensor& weight, double eps, at::ScalarType out_dtype, bool zcg) {
+  QuantOutputs o = quant<kMeta>("rms_norm_mxfp8", NormOp::kRms, x, nullptr, weight, nullptr, eps, nullptr, out_dtype, zcg);
+  return {o.y, o.scales, o.rsigma};
+}
+template <bool kMeta>
+MxFour layer_norm_mxfp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, at::ScalarType out_dtype,
+                        bool zcg) {
+  QuantOutputs o =
+      quant<kMeta>("layer_norm_mxfp8", NormOp::kLayer, x, nullptr, weight, &bias, eps, nullptr, out_dtype, zcg);
+  return {o.y, o.scales, o.mu, o.rsigma};
+}
+template <bool kMeta>
+MxFour fused_add_rms_norm_mxfp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                                at::ScalarType out_dtype, bool zcg) {
+  QuantOutputs o =
+      quant<kMeta>("fused_add_rms_norm_mxfp8", NormOp::kRmsAdd, x, &residual, weight, nullptr, eps, nullptr, out_dtype, zcg);
+  return {o.y, o.scales, o.residual_out, o.rsigma};
+}
+
 // ---- the differentiable ops -----------------------------------------------------------------
 // Through the dispatcher, so that FakeTensor and torch.compile see the kernel ops.
 const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>& rms_fwd_op() {
@@ -497,6 +689,20 @@ TORCH_LIBRARY(normtune, m) {
   m.def("layer_norm(Tensor x, Tensor weight, Tensor bias, float eps, bool zero_centered_gamma=False) -> Tensor");
   m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps, "
         "bool zero_centered_gamma=False) -> (Tensor, Tensor)");
+  // Quantized outputs (forward only).
+  m.def("rms_norm_fp8(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor rsigma, Tensor amax, Tensor scale_inv)");
+  m.def("layer_norm_fp8(Tensor x, Tensor weight, Tensor bias, float eps, Tensor scale, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor mu, Tensor rsigma, Tensor amax, Tensor scale_inv)");
+  m.def("fused_add_rms_norm_fp8(Tensor x, Tensor residual, Tensor weight, float eps, Tensor scale, "
+        "ScalarType out_dtype, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor residual_out, Tensor rsigma, Tensor amax, Tensor scale_inv)");
+  m.def("rms_norm_mxfp8(Tensor x, Tensor weight, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor rsigma)");
+  m.def("layer_norm_mxfp8(Tensor x, Tensor weight, Tensor bias, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor mu, Tensor rsigma)");
+  m.def("fused_add_rms_norm_mxfp8(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor residual_out, Tensor rsigma)");
 }
 
 // CUDA tensors run the kernels; CPU tensors reach the same functions, whose first check says
@@ -510,7 +716,16 @@ TORCH_LIBRARY(normtune, m) {
   m.impl("layer_norm_bwd", &layer_norm_bwd_cuda);                 \
   m.impl("rms_norm", &rms_norm_plain);                            \
   m.impl("layer_norm", &layer_norm_plain);                        \
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm_plain)
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm_plain);            \
+  NORMTUNE_QUANT_IMPLS(m, false)
+
+#define NORMTUNE_QUANT_IMPLS(m, meta)                                     \
+  m.impl("rms_norm_fp8", &rms_norm_fp8<meta>);                            \
+  m.impl("layer_norm_fp8", &layer_norm_fp8<meta>);                        \
+  m.impl("fused_add_rms_norm_fp8", &fused_add_rms_norm_fp8<meta>);        \
+  m.impl("rms_norm_mxfp8", &rms_norm_mxfp8<meta>);                        \
+  m.impl("layer_norm_mxfp8", &layer_norm_mxfp8<meta>);                    \
+  m.impl("fused_add_rms_norm_mxfp8", &fused_add_rms_norm_mxfp8<meta>)
 
 TORCH_LIBRARY_IMPL(normtune, CUDA, m) { NORMTUNE_DEVICE_IMPLS(m); }
 TORCH_LIBRARY_IMPL(normtune, CPU, m) { NORMTUNE_DEVICE_IMPLS(m); }
@@ -525,6 +740,7 @@ TORCH_LIBRARY_IMPL(normtune, Meta, m) {
   m.impl("rms_norm", &rms_norm_plain);
   m.impl("layer_norm", &layer_norm_plain);
   m.impl("fused_add_rms_norm", &fused_add_rms_norm_plain);
+  NORMTUNE_QUANT_IMPLS(m, true);
 }
 
 TORCH_LIBRARY_IMPL(normtune, Autograd, m) {

@@ -4,6 +4,7 @@
     y = normtune.rms_norm(x, weight, eps=1e-6)                  # x [..., H] on a CUDA device
     y, h = normtune.rms_norm(x, weight, eps=1e-6, residual=h)   # fused residual add
     norm = normtune.nn.RMSNorm(4096, eps=1e-6, device="cuda", dtype=torch.bfloat16)
+    y8, scale_inv, amax = normtune.rms_norm_fp8(x, weight, scale)  # FP8 output, one pass
 
 The ops are torch.ops.normtune.* (registered in C++, with autograd and Meta kernels, so
 torch.compile traces them without graph breaks); the kernels are libnormtune's, reached
@@ -17,7 +18,9 @@ _here = os.path.dirname(os.path.abspath(__file__))
 torch.ops.load_library(os.path.join(_here, "libnormtune_torch.so"))
 
 from . import nn  # noqa: E402
-from .functional import fused_add_rms_norm, layer_norm, rms_norm  # noqa: E402
+from .functional import (fused_add_rms_norm, layer_norm, layer_norm_fp8, layer_norm_mxfp8, rms_norm,  # noqa: E402
+                         rms_norm_fp8, rms_norm_mxfp8)
 
 __version__ = "0.1.0"
-__all__ = ["rms_norm", "layer_norm", "fused_add_rms_norm", "nn"]
+__all__ = ["rms_norm", "layer_norm", "fused_add_rms_norm", "rms_norm_fp8", "layer_norm_fp8", "rms_norm_mxfp8",
+           "layer_norm_mxfp8", "nn"]

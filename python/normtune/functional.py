@@ -33,3 +33,58 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
                zero_centered_gamma: bool = False) -> torch.Tensor:
     """LayerNorm of x over its last dimension."""
     return _layer_norm(x, weight, bias, eps, zero_centered_gamma)
+
+
+# ---- quantized outputs (forward only) --------------------------------------------------------
+# Gradients do not flow through an FP8 y. A training recipe keeps x and rsigma (and mu) from
+# these calls and runs torch.ops.normtune.rms_norm_bwd / layer_norm_bwd on the gradient of y,
+# as TransformerEngine does.
+
+def rms_norm_fp8(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, eps: float = 1e-6,
+                 residual: Optional[torch.Tensor] = None, fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                 zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+    """RMSNorm of x (or of x + residual) written as FP8 with one per-tensor scale, in one pass.
+
+    scale: one fp32 value on x's device. Returns (y, scale_inv, amax), with a residual
+    (y, scale_inv, amax, x + residual): y = fp8(norm * scale), scale_inv = 1 / scale (what an
+    FP8 GEMM multiplies back), amax = max |norm| before the scale (for the next scale).
+    """
+    if residual is None:
+        y, _, amax, scale_inv = torch.ops.normtune.rms_norm_fp8.default(x, weight, eps, scale, fp8_dtype,
+                                                                        zero_centered_gamma)
+        return y, scale_inv, amax
+    y, residual_out, _, amax, scale_inv = torch.ops.normtune.fused_add_rms_norm_fp8.default(
+        x, residual, weight, eps, scale, fp8_dtype, zero_centered_gamma)
+    return y, scale_inv, amax, residual_out
+
+
+def layer_norm_fp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, scale: torch.Tensor,
+                   eps: float = 1e-5, fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                   zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LayerNorm of x as FP8 with one per-tensor scale: (y, scale_inv, amax), as rms_norm_fp8."""
+    y, _, _, amax, scale_inv = torch.ops.normtune.layer_norm_fp8.default(x, weight, bias, eps, scale, fp8_dtype,
+                                                                         zero_centered_gamma)
+    return y, scale_inv, amax
+
+
+def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: Optional[torch.Tensor] = None,
+                   fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                   zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+    """RMSNorm of x (or of x + residual) as MXFP8: FP8 data with one E8M0 scale per 32 elements
+    of a row (H a multiple of 32). Returns (y, scales), with a residual (y, scales, x + residual);
+    scales is torch.float8_e8m0fnu of shape [roundup(rows, 128), roundup(H / 32, 4)]
+    (TransformerEngine's layout; the padding is left unwritten)."""
+    if residual is None:
+        y, scales, _ = torch.ops.normtune.rms_norm_mxfp8.default(x, weight, eps, fp8_dtype, zero_centered_gamma)
+        return y, scales
+    y, scales, residual_out, _ = torch.ops.normtune.fused_add_rms_norm_mxfp8.default(
+        x, residual, weight, eps, fp8_dtype, zero_centered_gamma)
+    return y, scales, residual_out
+
+
+def layer_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
+                     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                     zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LayerNorm of x as MXFP8: (y, scales), as rms_norm_mxfp8."""
+    y, scales, _, _ = torch.ops.normtune.layer_norm_mxfp8.default(x, weight, bias, eps, fp8_dtype, zero_centered_gamma)
+    return y, scales

@@ -104,3 +104,47 @@ def test_meta_kernels_take_symbolic_shapes():
     assert "normtune.rms_norm_fwd" in str(graph.graph)
     with pytest.raises(RuntimeError, match="weight must have shape"):
         make_fx(f, tracing_mode="symbolic")(x, x, torch.empty(255, device="meta", dtype=torch.bfloat16), w)
+
+
+QUANT_OPS = ["rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8", "layer_norm_mxfp8",
+             "fused_add_rms_norm_mxfp8"]
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_quantized_ops_shapes_and_dtypes(fp8):
+    for name in QUANT_OPS:
+        assert hasattr(torch.ops.normtune, name), name
+    with FakeTensorMode():
+        x = torch.empty(3, 100, 4096, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        scale = torch.empty(1, dtype=torch.float32, device="cuda")
+        y, scale_inv, amax = normtune.rms_norm_fp8(x, w, scale, fp8_dtype=fp8)
+        assert y.shape == x.shape and y.dtype == fp8
+        assert scale_inv.shape == amax.shape == (1,) and amax.dtype == torch.float32
+        y, scale_inv, amax, h = normtune.rms_norm_fp8(x, w, scale, residual=x, fp8_dtype=fp8)
+        assert h.shape == x.shape and h.dtype == torch.bfloat16
+        y, scale_inv, amax = normtune.layer_norm_fp8(x, w, w, scale, fp8_dtype=fp8)
+        assert y.dtype == fp8
+        y, scales = normtune.rms_norm_mxfp8(x, w, fp8_dtype=fp8)
+        # 300 rows -> 384 (roundup to 128); 4096 / 32 = 128 blocks (a multiple of 4)
+        assert y.dtype == fp8 and scales.shape == (384, 128) and scales.dtype == torch.float8_e8m0fnu
+        y, scales, h = normtune.rms_norm_mxfp8(x, w, residual=x, fp8_dtype=fp8)
+        assert h.shape == x.shape
+        y, scales = normtune.layer_norm_mxfp8(x[:, :1, :1056], w[:1056], w[:1056], fp8_dtype=fp8)
+        assert scales.shape == (128, 36)  # 3 rows -> 128; 1056 / 32 = 33 blocks -> 36
+
+
+def test_quantized_ops_bad_arguments():
+    with FakeTensorMode():
+        x = torch.empty(4, 4096, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(RuntimeError, match="out_dtype must be torch.float8_e4m3fn or torch.float8_e5m2"):
+            torch.ops.normtune.rms_norm_fp8(x, w, 1e-6, torch.empty(1, device="cuda"), torch.bfloat16)
+        with pytest.raises(RuntimeError, match="scale must be one fp32 value"):
+            normtune.rms_norm_fp8(x, w, torch.empty(2, device="cuda"))
+        with pytest.raises(RuntimeError, match="scale must be one fp32 value"):
+            normtune.rms_norm_fp8(x, w, torch.empty(1, device="cuda", dtype=torch.bfloat16))
+        with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
+            normtune.rms_norm_mxfp8(x, w, residual=x[:2])
+    with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
+        normtune.rms_norm_fp8(torch.randn(4, 64), torch.ones(64), torch.ones(1))

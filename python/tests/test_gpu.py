@@ -187,3 +187,83 @@ def test_bad_input_names_the_argument():
         normtune.rms_norm(x, torch.ones(4096, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="normtune.rms_norm"):
         normtune.rms_norm(x, torch.ones(4096, device="cuda", dtype=torch.float16))  # the C API's dtype check
+
+
+# ---- quantized outputs ---------------------------------------------------------------------------
+def fp8_code_tolerance(fp8):
+    """One code of the format (relative), and the subnormal spacing (absolute, before the scale)."""
+    return (1 / 8, 2.0 ** -9) if fp8 == torch.float8_e4m3fn else (1 / 4, 2.0 ** -16)
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+def test_fp8_per_tensor_outputs(fp8, norm):
+    torch.manual_seed(7)
+    x = torch.randn(33, 4096, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = 1 + 0.2 * torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    b = 0.3 * torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    scale = torch.tensor([4.0], device="cuda")
+    if norm == "rms":
+        y, scale_inv, amax = normtune.rms_norm_fp8(x, w, scale, fp8_dtype=fp8)
+        want = ref_rms(x, w, 1e-6)
+    elif norm == "rms_add":
+        y, scale_inv, amax, h = normtune.rms_norm_fp8(x, w, scale, residual=r, fp8_dtype=fp8)
+        assert torch.equal(h, (x.float() + r.float()).to(torch.bfloat16))
+        want = ref_rms(h, w, 1e-6)
+    else:
+        y, scale_inv, amax = normtune.layer_norm_fp8(x, w, b, scale, fp8_dtype=fp8)
+        want = ref_ln(x, w, b, 1e-5)
+    assert y.dtype == fp8 and y.shape == x.shape
+    assert scale_inv.item() == 0.25
+    rel, sub = fp8_code_tolerance(fp8)
+    got = y.double() * 0.25
+    excess = (got - want).abs() - rel * want.abs() - sub / 4
+    assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
+    assert abs(amax.item() - want.abs().max().item()) <= 2e-5 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+def test_mxfp8_outputs(norm):
+    torch.manual_seed(8)
+    rows, hidden = 33, 4096
+    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = 1 + 0.2 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+    b = 0.3 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+    if norm == "rms":
+        y, scales = normtune.rms_norm_mxfp8(x, w)
+        want = ref_rms(x, w, 1e-6)
+    elif norm == "rms_add":
+        y, scales, h = normtune.rms_norm_mxfp8(x, w, residual=r)
+        want = ref_rms(h, w, 1e-6)
+    else:
+        y, scales = normtune.layer_norm_mxfp8(x, w, b)
+        want = ref_ln(x, w, b, 1e-5)
+    assert scales.shape == (128, 128) and scales.dtype == torch.float8_e8m0fnu
+    block_scale = torch.exp2(scales.view(torch.uint8)[:rows].double() - 127)  # [rows, hidden / 32]
+    s = block_scale.repeat_interleave(32, dim=1)
+    rel, sub = fp8_code_tolerance(torch.float8_e4m3fn)
+    got = y.double() * s
+    excess = (got - want).abs() - rel * want.abs() - sub * s
+    assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
+    # Each block's scale is the smallest power of two that keeps it within e4m3 (448): its
+    # largest value lands in (224, 448] (fp64 here against the kernel's fp32: a little slack).
+    ratio = want.abs().view(rows, hidden // 32, 32).amax(-1) / block_scale
+    assert (ratio <= 448 * (1 + 1e-5)).all() and (ratio > 224 * (1 - 1e-5)).all()
+
+
+def test_quantized_ops_opcheck_and_compile():
+    x = torch.randn(6, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+    scale = torch.tensor([2.0], device="cuda")
+    ops = torch.ops.normtune
+    torch.library.opcheck(ops.rms_norm_fp8.default, (x, w, 1e-6, scale, torch.float8_e4m3fn, False))
+    torch.library.opcheck(ops.rms_norm_mxfp8.default, (x, w, 1e-6, torch.float8_e4m3fn, False))
+
+    def f(t):
+        y, scale_inv, amax = normtune.rms_norm_fp8(t * 2, w, scale)
+        return y.float() * scale_inv, amax
+    got, want = torch.compile(f, fullgraph=True)(x), f(x)
+    torch.testing.assert_close(got[0], want[0], atol=0, rtol=0)
+    torch.testing.assert_close(got[1], want[1], atol=0, rtol=0)
