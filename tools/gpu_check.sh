@@ -9,15 +9,9 @@
 #                    SANITIZE_SHARD=i/n of every suite (default 0/1)
 #   BENCH_ARGS       extra arguments for normtune bench
 #   CTEST_GPU_JOBS   gpu tests run at once (default 2)
-set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${OUT:-$root/out}"
-mkdir -p "$out"
-build="${NORMTUNE_BUILD_DIR:-$root/build-gpu}"
+# shellcheck source=tools/gpu_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
 steps="${GPU_CHECK_STEPS:-build test bench}"
-export PATH="/usr/local/cuda/bin:$PATH"
-status=0
-step() { echo "== $(date +%T) $*"; }
 
 if [[ " $steps " == *" build "* ]]; then
   step "build"

@@ -5,15 +5,10 @@
 # when there are two) and the torch-level benchmark. Logs, JSON and PNGs under $OUT.
 #   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench")
 #   NORMTUNE_BUILD_DIR the CMake build to install (default build-gpu)
-set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${OUT:-$root/out}"
-mkdir -p "$out"
-build="${NORMTUNE_BUILD_DIR:-$root/build-gpu}"
+# shellcheck source=tools/gpu_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
 steps="${TORCH_CHECK_STEPS:-install test parity ddp bench}"
 prefix="${NORMTUNE_TORCH_PREFIX:-/tmp/normtune-install}"
-status=0
-step() { echo "== $(date +%T) $*"; }
 cd "$root"
 
 if [[ " $steps " == *" install "* ]]; then

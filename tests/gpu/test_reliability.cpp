@@ -49,16 +49,24 @@ struct SpecialShape {
 const SpecialShape kSpecialShapes[] = {
     {DType::kBFloat16, 4096}, {DType::kBFloat16, 1000}, {DType::kFloat32, 2048}, {DType::kBFloat16, 32768}};
 
+// A forward or backward case of one type throughout, with `norm`'s special values in x.
+template <typename Case>
+Case special_case(NormType norm, const SpecialShape& sh, uint32_t seed) {
+  Case c;
+  c.norm = norm;
+  c.itype = c.wtype = sh.itype;
+  if constexpr (requires { c.otype; }) c.otype = sh.itype;
+  c.rows = kSpecialRows;
+  c.hidden = sh.hidden;
+  c.seed = seed;
+  c.x_specials = specials_for(norm, sh.hidden);
+  return c;
+}
+
 TEST_F(ReliabilityGpu, NanAndInfInTheInputForward) {
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
     for (const SpecialShape& sh : kSpecialShapes) {
-      FwdCase c;
-      c.norm = norm;
-      c.itype = c.otype = c.wtype = sh.itype;
-      c.rows = kSpecialRows;
-      c.hidden = sh.hidden;
-      c.seed = 70;
-      c.x_specials = specials_for(norm, sh.hidden);
+      const FwdCase c = special_case<FwdCase>(norm, sh, 70);
       SCOPED_TRACE(c.describe());
       run_fwd(c);
     }
@@ -77,13 +85,7 @@ TEST_F(ReliabilityGpu, NanAndInfInTheInputForward) {
 TEST_F(ReliabilityGpu, NanAndInfInTheInputBackward) {
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
     for (const SpecialShape& sh : kSpecialShapes) {
-      BwdCase c;
-      c.norm = norm;
-      c.itype = c.wtype = sh.itype;
-      c.rows = kSpecialRows;
-      c.hidden = sh.hidden;
-      c.seed = 71;
-      c.x_specials = specials_for(norm, sh.hidden);
+      const BwdCase c = special_case<BwdCase>(norm, sh, 71);
       SCOPED_TRACE(c.describe());
       run_bwd(c);
     }
