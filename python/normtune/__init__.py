@@ -14,8 +14,20 @@ import os
 
 import torch
 
-_here = os.path.dirname(os.path.abspath(__file__))
-torch.ops.load_library(os.path.join(_here, "libnormtune_torch.so"))
+
+
+def _extension_path():
+    """libnormtune_torch.so: next to this file, or (an editable install, pip install -e .) in
+    another folder of the package's path, where the build installed it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder in [here, *__path__]:
+        candidate = os.path.join(folder, "libnormtune_torch.so")
+        if os.path.exists(candidate):
+            return candidate
+    raise ImportError(f"normtune: libnormtune_torch.so is in none of {[here, *__path__]}; reinstall the package")
+
+
+torch.ops.load_library(_extension_path())
 
 from . import nn  # noqa: E402
 from .functional import (fused_add_rms_norm, layer_norm, layer_norm_fp8, layer_norm_mxfp8, rms_norm,  # noqa: E402
