@@ -2,12 +2,13 @@
 # The PyTorch package on a GPU machine, after tools/gpu_check.sh has built build-gpu: install
 # that build, build the extension against it (pip, --no-build-isolation, the machine's torch),
 # then run the package's tests, the training-parity script (one GPU; and torchrun on two
-# when there are two) and the torch-level benchmark. Logs, JSON and PNGs under $OUT.
-#   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench")
+# when there are two), the torch-level benchmark and the training-step profile. Logs, JSON
+# and PNGs under $OUT.
+#   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench profile")
 #   NORMTUNE_BUILD_DIR the CMake build to install (default build-gpu)
 # shellcheck source=tools/gpu_common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
-steps="${TORCH_CHECK_STEPS:-install test parity ddp bench}"
+steps="${TORCH_CHECK_STEPS:-install test parity ddp bench profile}"
 prefix="${NORMTUNE_TORCH_PREFIX:-/tmp/normtune-install}"
 cd "$root"
 
@@ -42,6 +43,10 @@ if [[ " $steps " == *" bench "* ]]; then
   step "bench_torch"
   python3 "$root/python/benchmarks/bench_torch.py" --json "$out/bench_torch.json" --png "$out/bench_torch.png" \
     ${BENCH_TORCH_ARGS:-} 2>&1 | tail -40 || status=1
+fi
+if [[ " $steps " == *" profile "* ]]; then
+  step "train_profile (where the training step's time goes, per norm)"
+  python3 "$root/python/benchmarks/train_profile.py" --json "$out/train_profile.json" 2>&1 | tail -40 || status=1
 fi
 step "done (status $status)"
 exit $status

@@ -111,22 +111,33 @@ def bench_ops(args, flush):
 
 
 def host_overhead():
-    """Host µs per eager call at 1 x 4096, bf16, no grad (best of 3 loops of 10k calls)."""
+    """Host µs per eager call at 1 x 4096, bf16 (best of 4 loops of 10k calls): the forward
+    without grad, and forward + backward through autograd (x and weight require grad)."""
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    dy = torch.randn_like(x)
+    calls = {"normtune": lambda a, b: normtune.rms_norm(a, b, 1e-6),
+             "torch": lambda a, b: F.rms_norm(a, (4096,), b, 1e-6)}
     out = {}
-    for name, fn in (("normtune", lambda: normtune.rms_norm(x, w, 1e-6)),
-                     ("torch", lambda: F.rms_norm(x, (4096,), w, 1e-6))):
-        with torch.no_grad():
+    for name, fn in calls.items():
+        for mode in ("fwd_nograd", "fwdbwd"):
+            if mode == "fwd_nograd":
+                def body():
+                    with torch.no_grad():
+                        fn(x, w)
+            else:
+                def body():
+                    torch.autograd.grad(fn(xg, wg), (xg, wg), dy)
             best = float("inf")
             for _ in range(4):
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                for _ in range(10000):
-                    fn()
-                best = min(best, (time.perf_counter() - t0) / 10000 * 1e6)
+                for _ in range(10000 if mode == "fwd_nograd" else 2000):
+                    body()
+                best = min(best, (time.perf_counter() - t0) / (10000 if mode == "fwd_nograd" else 2000) * 1e6)
             torch.cuda.synchronize()
-        out[name] = best
+            out[f"{name}_{mode}"] = best
     print("host us per eager call at 1x4096:", {k: round(v, 2) for k, v in out.items()}, flush=True)
     return out
 
