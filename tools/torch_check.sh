@@ -37,7 +37,8 @@ gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 if [[ " $steps " == *" ddp "* && $gpus -ge 2 ]]; then
   step "training parity, DDP on 2 GPUs"
   torchrun --standalone --nproc_per_node=2 "$root/python/benchmarks/train_parity.py" \
-    --json "$out/train_parity_2gpu.json" --png "$out/train_parity_2gpu.png" 2>&1 | grep -v " step " || status=1
+    --json "$out/train_parity_2gpu.json" --png "$out/train_parity_2gpu.png" \
+    --reference-json "$out/train_parity_1gpu.json" 2>&1 | grep -v " step " || status=1
 fi
 if [[ " $steps " == *" bench "* ]]; then
   step "bench_torch"

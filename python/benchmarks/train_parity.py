@@ -77,6 +77,7 @@ def batches(steps, batch, seq, vocab, device, seed=1234):
 def train(norm, args, device, rank=0, world=1):
     torch.manual_seed(0)  # the same initial weights for every norm (RMSNorm weights start at 1)
     model = Decoder(norm).to(device)
+    assert all(p.device == device for p in model.parameters()), "every parameter (the norms' too) on this rank's GPU"
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
@@ -111,6 +112,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--json", default="train_parity.json")
     p.add_argument("--png", default="")
+    p.add_argument("--reference-json", default="", help="another run's JSON (e.g. one GPU): curves within 1%% of it")
     args = p.parse_args()
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -142,6 +144,15 @@ def main():
         print(f"normtune runs bitwise identical: {same}")
         ok &= same
         result["normtune_runs_identical"] = same
+    if args.reference_json:
+        with open(args.reference_json) as f:
+            ref = {r["norm"]: r["losses"] for r in json.load(f)["runs"]}
+        for norm, losses in runs:
+            if norm in ref:
+                worst = max(abs(a - b) / abs(b) for (_, a), (_, b) in zip(losses, ref[norm]))
+                print(f"{norm}: largest relative difference to {args.reference_json}: {worst:.4%} (target < 1%)")
+                ok &= worst < 0.01
+                result.setdefault("vs_reference", {})[norm] = worst
     result["within_1_percent"] = ok
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
