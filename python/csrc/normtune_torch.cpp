@@ -528,6 +528,24 @@ MxFour fused_add_rms_norm_mxfp8(const Tensor& x, const Tensor& residual, const T
   return {o.y, o.scales, o.residual_out, o.rsigma};
 }
 
+// The Autograd kernel of the quantized ops: their FP8 output is not differentiable, so an
+// input that requires grad (with grad mode on) is a clear error rather than a graph whose
+// backward fails later; otherwise the call goes on below autograd.
+void quant_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  if (at::GradMode::is_enabled()) {
+    const std::vector<c10::Argument>& args = op.schema().arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      const c10::IValue& v = (*stack)[stack->size() - args.size() + i];
+      TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()), op.schema().name(), ": ", args[i].name(),
+                  " requires grad, but a quantized output is not differentiable; call it under torch.no_grad() "
+                  "or inside a torch.autograd.Function whose backward calls normtune.rms_norm_bwd / "
+                  "layer_norm_bwd with the saved x and rsigma (as TransformerEngine does)");
+    }
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+}
+
 // ---- the differentiable ops -----------------------------------------------------------------
 // Through the dispatcher, so that FakeTensor and torch.compile see the kernel ops.
 const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>& rms_fwd_op() {
@@ -744,6 +762,10 @@ TORCH_LIBRARY_IMPL(normtune, Meta, m) {
 }
 
 TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
+  for (const char* name : {"rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8",
+                           "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quant_autograd>());
+  }
   m.impl("rms_norm", &rms_norm_autograd);
   m.impl("layer_norm", &layer_norm_autograd);
   m.impl("fused_add_rms_norm", &fused_add_rms_norm_autograd);

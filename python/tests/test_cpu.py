@@ -148,3 +148,15 @@ def test_quantized_ops_bad_arguments():
             normtune.rms_norm_mxfp8(x, w, residual=x[:2])
     with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
         normtune.rms_norm_fp8(torch.randn(4, 64), torch.ones(64), torch.ones(1))
+
+
+def test_quantized_ops_refuse_inputs_that_require_grad():
+    x = torch.empty(4, 256, device="meta", requires_grad=True)
+    w = torch.empty(256, device="meta")
+    with pytest.raises(RuntimeError, match="x requires grad, but a quantized output is not differentiable"):
+        normtune.rms_norm_mxfp8(x, w)
+    with torch.no_grad():
+        y, scales = normtune.rms_norm_mxfp8(x, w)
+    assert y.dtype == torch.float8_e4m3fn and scales.shape == (128, 8)
+    y, scale_inv, amax = normtune.rms_norm_fp8(x.detach(), w, torch.empty(1, device="meta"))
+    assert not y.requires_grad
