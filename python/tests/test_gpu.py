@@ -95,6 +95,15 @@ def test_opcheck_every_op():
     torch.library.opcheck(ops.fused_add_rms_norm.default, (x, x.detach().clone().requires_grad_(), w, 1e-6, False))
     y, rs = ops.rms_norm_fwd(x.detach(), w.detach(), 1e-6)
     torch.library.opcheck(ops.rms_norm_bwd.default, (torch.randn_like(y), x.detach(), rs, w.detach(), False))
+    # The kernel ops (no autograd of their own: called with tensors that do not require grad).
+    xd, wd, bd = x.detach(), w.detach(), b.detach()
+    dy = torch.randn_like(xd)
+    torch.library.opcheck(ops.rms_norm_fwd.default, (xd, wd, 1e-6, True))
+    torch.library.opcheck(ops.fused_add_rms_norm_fwd.default, (xd, dy, wd, 1e-6, False))
+    _, mu, rs_ln = ops.layer_norm_fwd(xd, wd, bd, 1e-5)
+    torch.library.opcheck(ops.layer_norm_fwd.default, (xd, wd, bd, 1e-5, False))
+    torch.library.opcheck(ops.rms_norm_bwd_add.default, (dy, xd, torch.randn_like(xd), rs, wd, False))
+    torch.library.opcheck(ops.layer_norm_bwd.default, (dy, xd, mu, rs_ln, wd, False))
 
 
 def test_compile_fullgraph_and_cuda_graph():
