@@ -370,9 +370,28 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor&, const Tens
 // Gradients do not flow through a quantized y: a training recipe saves x and rsigma (and mu)
 // and calls rms_norm_bwd / layer_norm_bwd with the gradient of y, as TransformerEngine does.
 enum class NormOp { kRms, kLayer, kRmsAdd };
+// kFp8: per-tensor scale; kMxfp8: E8M0 block scales; kAmax: a high-precision y (x's dtype)
+// and the amax of its rounded values (TransformerEngine's norm + amax, for current scaling).
+enum class Quant { kFp8, kMxfp8, kAmax };
 
 struct QuantOutputs {
   Tensor y, scales, residual_out, mu, rsigma, amax, scale_inv;
+};
+
+// One quantized call: which norm and output, and its arguments (residual, bias, scale: null
+// when the op has none).
+struct QuantCall {
+  const char* op;
+  NormOp norm;
+  Quant quant;
+  const Tensor& x;
+  const Tensor* residual;
+  const Tensor& weight;
+  const Tensor* bias;
+  const Tensor* scale;
+  double eps;
+  at::ScalarType out_dtype;  // kAmax: x's dtype
+  bool zcg;
 };
 
 void check_fp8_dtype(const char* op, at::ScalarType t) {
@@ -381,23 +400,22 @@ void check_fp8_dtype(const char* op, at::ScalarType t) {
 }
 
 // The checks every quantized op shares (CUDA and Meta): shapes, the FP8 dtype, the scale.
-void check_quant_args(const char* op, const Tensor& x, const Tensor* residual, const Tensor& weight,
-                      const Tensor* bias, const Tensor* scale, at::ScalarType out_dtype) {
-  check_shapes(op, x, weight);
-  check_fp8_dtype(op, out_dtype);
-  if (residual != nullptr) {
-    TORCH_CHECK(residual->sym_sizes() == x.sym_sizes() && residual->scalar_type() == x.scalar_type(), "normtune.",
-                op, ": residual must have x's shape and dtype (", dims_str(x.sym_sizes()), ", ", x.scalar_type(),
-                "), got ", dims_str(residual->sym_sizes()), ", ", residual->scalar_type());
+void check_quant_args(const QuantCall& q) {
+  check_shapes(q.op, q.x, q.weight);
+  if (q.quant != Quant::kAmax) check_fp8_dtype(q.op, q.out_dtype);
+  if (q.residual != nullptr) {
+    TORCH_CHECK(q.residual->sym_sizes() == q.x.sym_sizes() && q.residual->scalar_type() == q.x.scalar_type(),
+                "normtune.", q.op, ": residual must have x's shape and dtype (", dims_str(q.x.sym_sizes()), ", ",
+                q.x.scalar_type(), "), got ", dims_str(q.residual->sym_sizes()), ", ", q.residual->scalar_type());
   }
-  if (bias != nullptr) {
-    TORCH_CHECK(bias->sym_sizes() == weight.sym_sizes(), "normtune.", op, ": bias must have weight's shape ",
-                dims_str(weight.sym_sizes()), ", got ", dims_str(bias->sym_sizes()));
+  if (q.bias != nullptr) {
+    TORCH_CHECK(q.bias->sym_sizes() == q.weight.sym_sizes(), "normtune.", q.op, ": bias must have weight's shape ",
+                dims_str(q.weight.sym_sizes()), ", got ", dims_str(q.bias->sym_sizes()));
   }
-  if (scale != nullptr) {
-    TORCH_CHECK(scale->scalar_type() == at::kFloat && scale->sym_numel() == 1, "normtune.", op,
-                ": scale must be one fp32 value, got ", scale->scalar_type(), " of shape ",
-                dims_str(scale->sym_sizes()));
+  if (q.scale != nullptr) {
+    TORCH_CHECK(q.scale->scalar_type() == at::kFloat && q.scale->sym_numel() == 1, "normtune.", q.op,
+                ": scale must be one fp32 value, got ", q.scale->scalar_type(), " of shape ",
+                dims_str(q.scale->sym_sizes()));
   }
 }
 
@@ -409,126 +427,139 @@ std::vector<c10::SymInt> mx_scale_shape(const Tensor& x) {
   return {(rows + 127) / 128 * 128, (blocks + 3) / 4 * 4};
 }
 
-// The outputs of a quantized op (on x's device, or the meta device): scale null = MXFP8.
-QuantOutputs quant_outputs(NormOp norm, const Tensor& x, bool mx, at::ScalarType out_dtype) {
+// The outputs of a quantized call, like x (on its device, or the meta device).
+QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   QuantOutputs o;
-  o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(out_dtype));
-  if (mx) o.scales = at::empty_symint(mx_scale_shape(x), x.options().dtype(at::ScalarType::Float8_e8m0fnu));
-  if (norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  if (norm == NormOp::kLayer) o.mu = stats_like(x);
-  o.rsigma = stats_like(x);
-  if (!mx) {
-    o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
-    o.scale_inv = at::empty({1}, x.options().dtype(at::kFloat));
+  o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
+  if (q.quant == Quant::kMxfp8) {
+    o.scales = at::empty_symint(mx_scale_shape(x), x.options().dtype(at::ScalarType::Float8_e8m0fnu));
   }
+  if (q.norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (q.norm == NormOp::kLayer) o.mu = stats_like(x);
+  o.rsigma = stats_like(x);
+  if (q.quant != Quant::kMxfp8) o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
+  if (q.quant == Quant::kFp8) o.scale_inv = at::empty({1}, x.options().dtype(at::kFloat));
   return o;
 }
 
-QuantOutputs norm_quant_cuda(const char* op, NormOp norm, const Tensor& x, const Tensor* residual,
-                             const Tensor& weight, const Tensor* bias, double eps, const Tensor* scale,
-                             at::ScalarType out_dtype, bool zcg) {
-  const c10::DeviceGuard guard(x.device());
-  Call c = make_call(op, x, weight);
-  check_quant_args(op, x, residual, weight, bias, scale, out_dtype);
-  for (const Tensor* t : {residual, bias, scale}) {
-    if (t != nullptr) check_same_device(op, t == residual ? "residual" : t == bias ? "bias" : "scale", *t, x);
+QuantOutputs norm_quant_cuda(const QuantCall& q) {
+  const c10::DeviceGuard guard(q.x.device());
+  Call c = make_call(q.op, q.x, q.weight);
+  check_quant_args(q);
+  for (const Tensor* t : {q.residual, q.bias, q.scale}) {
+    if (t != nullptr) check_same_device(q.op, t == q.residual ? "residual" : t == q.bias ? "bias" : "scale", *t, q.x);
   }
-  const bool mx = scale == nullptr;
-  const Tensor w = weight.contiguous();
-  const Tensor b = bias != nullptr ? bias->contiguous() : Tensor();
-  const Tensor r = residual != nullptr ? residual->contiguous() : Tensor();
-  const Tensor sc = scale != nullptr ? scale->contiguous() : Tensor();
-  QuantOutputs o = quant_outputs(norm, c.x, mx, out_dtype);
-  Handle hz(o.y, dims2(c), mx ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
-  if (mx) {
+  const Tensor w = q.weight.contiguous();
+  const Tensor b = q.bias != nullptr ? q.bias->contiguous() : Tensor();
+  const Tensor r = q.residual != nullptr ? q.residual->contiguous() : Tensor();
+  const Tensor sc = q.scale != nullptr ? q.scale->contiguous() : Tensor();
+  QuantOutputs o = quant_outputs(q, c.x);
+  Handle hz(o.y, dims2(c), q.quant == Quant::kMxfp8 ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+  if (q.quant == Quant::kMxfp8) {
     hz.set(kNVTERowwiseScaleInv, o.scales,
            {{static_cast<size_t>(o.scales.size(0)), static_cast<size_t>(o.scales.size(1))}, 2});
   } else {
-    hz.set(kNVTEScale, sc, dims1(1));
+    if (q.quant == Quant::kFp8) hz.set(kNVTEScale, sc, dims1(1));
     hz.set(kNVTEAmax, o.amax, dims1(1));
-    hz.set(kNVTERowwiseScaleInv, o.scale_inv, dims1(1));
+    if (q.quant == Quant::kFp8) hz.set(kNVTERowwiseScaleInv, o.scale_inv, dims1(1));
   }
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hr(o.rsigma, dims1(c.rows));
-  const int flags = int(zcg) | int(out_dtype) << 1;
-  if (norm == NormOp::kRms) {
+  const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8;
+  const float eps = static_cast<float>(q.eps);
+  if (q.norm == NormOp::kRms) {
     with_workspace(c, w, flags, [&](NVTETensor ws) {
-      normtune_rmsnorm_fwd(hx, hw, static_cast<float>(eps), hz, hr, ws, 0, zcg, c.stream);
+      normtune_rmsnorm_fwd(hx, hw, eps, hz, hr, ws, 0, q.zcg, c.stream);
     });
-  } else if (norm == NormOp::kLayer) {
+  } else if (q.norm == NormOp::kLayer) {
     Handle hb(b, dims1(c.hidden)), hm(o.mu, dims1(c.rows));
     with_workspace(c, w, flags, [&](NVTETensor ws) {
-      normtune_layernorm_fwd(hx, hw, hb, static_cast<float>(eps), hz, hm, hr, ws, 0, zcg, c.stream);
+      normtune_layernorm_fwd(hx, hw, hb, eps, hz, hm, hr, ws, 0, q.zcg, c.stream);
     });
   } else {
     Handle hres(r, dims2(c)), hro(o.residual_out, dims2(c));
     with_workspace(c, w, flags, [&](NVTETensor ws) {
-      normtune_rmsnorm_add_fwd(hx, hres, hw, static_cast<float>(eps), hz, hro, hr, ws, 0, zcg, c.stream);
+      normtune_rmsnorm_add_fwd(hx, hres, hw, eps, hz, hro, hr, ws, 0, q.zcg, c.stream);
     });
   }
   return o;
 }
 
-QuantOutputs norm_quant_meta(const char* op, NormOp norm, const Tensor& x, const Tensor* residual,
-                             const Tensor& weight, const Tensor* bias, const Tensor* scale, at::ScalarType out_dtype) {
-  check_quant_args(op, x, residual, weight, bias, scale, out_dtype);
-  return quant_outputs(norm, x, scale == nullptr, out_dtype);
-}
-
-using Fp8Rms = std::tuple<Tensor, Tensor, Tensor, Tensor>;            // y, rsigma, amax, scale_inv
-using Fp8Five = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;   // y, mu | residual_out, rsigma, amax, scale_inv
-using MxRms = std::tuple<Tensor, Tensor, Tensor>;                     // y, scales, rsigma
-using MxFour = std::tuple<Tensor, Tensor, Tensor, Tensor>;            // y, scales, mu | residual_out, rsigma
-
 template <bool kMeta>
-QuantOutputs quant(const char* op, NormOp norm, const Tensor& x, const Tensor* residual, const Tensor& weight,
-                   const Tensor* bias, double eps, const Tensor* scale, at::ScalarType out_dtype, bool zcg) {
+QuantOutputs quant(const QuantCall& q) {
   if constexpr (kMeta) {
-    return norm_quant_meta(op, norm, x, residual, weight, bias, scale, out_dtype);
+    check_quant_args(q);
+    return quant_outputs(q, q.x);
   } else {
-    return norm_quant_cuda(op, norm, x, residual, weight, bias, eps, scale, out_dtype, zcg);
+    return norm_quant_cuda(q);
   }
 }
 
+using T3 = std::tuple<Tensor, Tensor, Tensor>;
+using T4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+using T5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
+
 template <bool kMeta>
-Fp8Rms rms_norm_fp8(const Tensor& x, const Tensor& weight, double eps, const Tensor& scale, at::ScalarType out_dtype,
-                    bool zcg) {
-  QuantOutputs o = quant<kMeta>("rms_norm_fp8", NormOp::kRms, x, nullptr, weight, nullptr, eps, &scale, out_dtype, zcg);
+T4 rms_norm_fp8(const Tensor& x, const Tensor& weight, double eps, const Tensor& scale, at::ScalarType out_dtype,
+                bool zcg) {
+  const QuantOutputs o =
+      quant<kMeta>({"rms_norm_fp8", NormOp::kRms, Quant::kFp8, x, nullptr, weight, nullptr, &scale, eps, out_dtype, zcg});
   return {o.y, o.rsigma, o.amax, o.scale_inv};
 }
 template <bool kMeta>
-Fp8Five layer_norm_fp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& scale,
-                       at::ScalarType out_dtype, bool zcg) {
-  QuantOutputs o = quant<kMeta>("layer_norm_fp8", NormOp::kLayer, x, nullptr, weight, &bias, eps, &scale, out_dtype, zcg);
+T5 layer_norm_fp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& scale,
+                  at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>(
+      {"layer_norm_fp8", NormOp::kLayer, Quant::kFp8, x, nullptr, weight, &bias, &scale, eps, out_dtype, zcg});
   return {o.y, o.mu, o.rsigma, o.amax, o.scale_inv};
 }
 template <bool kMeta>
-Fp8Five fused_add_rms_norm_fp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
-                               const Tensor& scale, at::ScalarType out_dtype, bool zcg) {
-  QuantOutputs o =
-      quant<kMeta>("fused_add_rms_norm_fp8", NormOp::kRmsAdd, x, &residual, weight, nullptr, eps, &scale, out_dtype, zcg);
+T5 fused_add_rms_norm_fp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                          const Tensor& scale, at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_fp8", NormOp::kRmsAdd, Quant::kFp8, x, &residual, weight,
+                                       nullptr, &scale, eps, out_dtype, zcg});
   return {o.y, o.residual_out, o.rsigma, o.amax, o.scale_inv};
 }
 template <bool kMeta>
-MxRms rms_norm_mxfp8(const Tensor& x, const Tensor& weight, double eps, at::ScalarType out_dtype, bool zcg) {
-  QuantOutputs o = quant<kMeta>("rms_norm_mxfp8", NormOp::kRms, x, nullptr, weight, nullptr, eps, nullptr, out_dtype, zcg);
+T3 rms_norm_mxfp8(const Tensor& x, const Tensor& weight, double eps, at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>(
+      {"rms_norm_mxfp8", NormOp::kRms, Quant::kMxfp8, x, nullptr, weight, nullptr, nullptr, eps, out_dtype, zcg});
   return {o.y, o.scales, o.rsigma};
 }
 template <bool kMeta>
-MxFour layer_norm_mxfp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, at::ScalarType out_dtype,
-                        bool zcg) {
-  QuantOutputs o =
-      quant<kMeta>("layer_norm_mxfp8", NormOp::kLayer, x, nullptr, weight, &bias, eps, nullptr, out_dtype, zcg);
+T4 layer_norm_mxfp8(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, at::ScalarType out_dtype,
+                    bool zcg) {
+  const QuantOutputs o = quant<kMeta>(
+      {"layer_norm_mxfp8", NormOp::kLayer, Quant::kMxfp8, x, nullptr, weight, &bias, nullptr, eps, out_dtype, zcg});
   return {o.y, o.scales, o.mu, o.rsigma};
 }
 template <bool kMeta>
-MxFour fused_add_rms_norm_mxfp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
-                                at::ScalarType out_dtype, bool zcg) {
-  QuantOutputs o =
-      quant<kMeta>("fused_add_rms_norm_mxfp8", NormOp::kRmsAdd, x, &residual, weight, nullptr, eps, nullptr, out_dtype, zcg);
+T4 fused_add_rms_norm_mxfp8(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                            at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_mxfp8", NormOp::kRmsAdd, Quant::kMxfp8, x, &residual,
+                                       weight, nullptr, nullptr, eps, out_dtype, zcg});
   return {o.y, o.scales, o.residual_out, o.rsigma};
 }
+template <bool kMeta>
+T3 rms_norm_amax(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"rms_norm_amax", NormOp::kRms, Quant::kAmax, x, nullptr, weight, nullptr,
+                                       nullptr, eps, x.scalar_type(), zcg});
+  return {o.y, o.rsigma, o.amax};
+}
+template <bool kMeta>
+T4 layer_norm_amax(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"layer_norm_amax", NormOp::kLayer, Quant::kAmax, x, nullptr, weight, &bias,
+                                       nullptr, eps, x.scalar_type(), zcg});
+  return {o.y, o.mu, o.rsigma, o.amax};
+}
+template <bool kMeta>
+T4 fused_add_rms_norm_amax(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_amax", NormOp::kRmsAdd, Quant::kAmax, x, &residual, weight,
+                                       nullptr, nullptr, eps, x.scalar_type(), zcg});
+  return {o.y, o.residual_out, o.rsigma, o.amax};
+}
 
-// The Autograd kernel of the quantized ops: their FP8 output is not differentiable, so an
+// The Autograd kernel of the quantized and amax ops (forward only: an FP8 output is not
+// differentiable, and the amax ops serve the same recipes), so an
 // input that requires grad (with grad mode on) is a clear error rather than a graph whose
 // backward fails later; otherwise the call goes on below autograd.
 void quant_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -537,9 +568,10 @@ void quant_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, tor
     for (size_t i = 0; i < args.size(); ++i) {
       const c10::IValue& v = (*stack)[stack->size() - args.size() + i];
       TORCH_CHECK(!(v.isTensor() && v.toTensor().requires_grad()), op.schema().name(), ": ", args[i].name(),
-                  " requires grad, but a quantized output is not differentiable; call it under torch.no_grad() "
-                  "or inside a torch.autograd.Function whose backward calls normtune.rms_norm_bwd / "
-                  "layer_norm_bwd with the saved x and rsigma (as TransformerEngine does)");
+                  " requires grad, but the quantized and amax ops are forward only (a quantized output is not "
+                  "differentiable); call it under torch.no_grad() or inside a torch.autograd.Function whose "
+                  "backward calls normtune.rms_norm_bwd / layer_norm_bwd with the saved x and rsigma (as "
+                  "TransformerEngine does)");
     }
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -721,6 +753,13 @@ TORCH_LIBRARY(normtune, m) {
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor mu, Tensor rsigma)");
   m.def("fused_add_rms_norm_mxfp8(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType out_dtype, "
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor residual_out, Tensor rsigma)");
+  // Norm + amax (of y as rounded to x's dtype; for current scaling), forward only.
+  m.def("rms_norm_amax(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor rsigma, Tensor amax)");
+  m.def("layer_norm_amax(Tensor x, Tensor weight, Tensor bias, float eps, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor mu, Tensor rsigma, Tensor amax)");
+  m.def("fused_add_rms_norm_amax(Tensor x, Tensor residual, Tensor weight, float eps, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor residual_out, Tensor rsigma, Tensor amax)");
 }
 
 // CUDA tensors run the kernels; CPU tensors reach the same functions, whose first check says
@@ -743,7 +782,10 @@ TORCH_LIBRARY(normtune, m) {
   m.impl("fused_add_rms_norm_fp8", &fused_add_rms_norm_fp8<meta>);        \
   m.impl("rms_norm_mxfp8", &rms_norm_mxfp8<meta>);                        \
   m.impl("layer_norm_mxfp8", &layer_norm_mxfp8<meta>);                    \
-  m.impl("fused_add_rms_norm_mxfp8", &fused_add_rms_norm_mxfp8<meta>)
+  m.impl("fused_add_rms_norm_mxfp8", &fused_add_rms_norm_mxfp8<meta>);                \
+  m.impl("rms_norm_amax", &rms_norm_amax<meta>);                          \
+  m.impl("layer_norm_amax", &layer_norm_amax<meta>);                      \
+  m.impl("fused_add_rms_norm_amax", &fused_add_rms_norm_amax<meta>)
 
 TORCH_LIBRARY_IMPL(normtune, CUDA, m) { NORMTUNE_DEVICE_IMPLS(m); }
 TORCH_LIBRARY_IMPL(normtune, CPU, m) { NORMTUNE_DEVICE_IMPLS(m); }
@@ -763,7 +805,8 @@ TORCH_LIBRARY_IMPL(normtune, Meta, m) {
 
 TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
   for (const char* name : {"rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8",
-                           "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8"}) {
+                           "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8", "rms_norm_amax", "layer_norm_amax",
+                           "fused_add_rms_norm_amax"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quant_autograd>());
   }
   m.impl("rms_norm", &rms_norm_autograd);

@@ -88,3 +88,23 @@ def layer_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     """LayerNorm of x as MXFP8: (y, scales), as rms_norm_mxfp8."""
     y, scales, _, _ = torch.ops.normtune.layer_norm_mxfp8.default(x, weight, bias, eps, fp8_dtype, zero_centered_gamma)
     return y, scales
+
+
+def rms_norm_amax(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: Optional[torch.Tensor] = None,
+                  zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+    """RMSNorm of x (or of x + residual) in x's dtype together with amax = max |y| of y as
+    written (TransformerEngine's norm + amax, the first step of current scaling), one pass.
+    Returns (y, amax), with a residual (y, amax, x + residual)."""
+    if residual is None:
+        y, _, amax = torch.ops.normtune.rms_norm_amax.default(x, weight, eps, zero_centered_gamma)
+        return y, amax
+    y, residual_out, _, amax = torch.ops.normtune.fused_add_rms_norm_amax.default(x, residual, weight, eps,
+                                                                                  zero_centered_gamma)
+    return y, amax, residual_out
+
+
+def layer_norm_amax(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
+                    zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LayerNorm of x in x's dtype and the amax of y as written: (y, amax)."""
+    y, _, _, amax = torch.ops.normtune.layer_norm_amax.default(x, weight, bias, eps, zero_centered_gamma)
+    return y, amax

@@ -107,7 +107,7 @@ def test_meta_kernels_take_symbolic_shapes():
 
 
 QUANT_OPS = ["rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8", "layer_norm_mxfp8",
-             "fused_add_rms_norm_mxfp8"]
+             "fused_add_rms_norm_mxfp8", "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
@@ -153,10 +153,22 @@ def test_quantized_ops_bad_arguments():
 def test_quantized_ops_refuse_inputs_that_require_grad():
     x = torch.empty(4, 256, device="meta", requires_grad=True)
     w = torch.empty(256, device="meta")
-    with pytest.raises(RuntimeError, match="x requires grad, but a quantized output is not differentiable"):
+    with pytest.raises(RuntimeError, match="x requires grad, but the quantized and amax ops are forward only"):
         normtune.rms_norm_mxfp8(x, w)
     with torch.no_grad():
         y, scales = normtune.rms_norm_mxfp8(x, w)
     assert y.dtype == torch.float8_e4m3fn and scales.shape == (128, 8)
     y, scale_inv, amax = normtune.rms_norm_fp8(x.detach(), w, torch.empty(1, device="meta"))
     assert not y.requires_grad
+
+
+def test_amax_ops_shapes_and_dtypes():
+    with FakeTensorMode():
+        x = torch.empty(2, 7, 1024, dtype=torch.float16, device="cuda")
+        w = torch.empty(1024, dtype=torch.float32, device="cuda")
+        y, amax = normtune.rms_norm_amax(x, w)
+        assert y.shape == x.shape and y.dtype == torch.float16 and amax.shape == (1,) and amax.dtype == torch.float32
+        y, amax, h = normtune.rms_norm_amax(x, w, residual=x)
+        assert h.shape == x.shape and h.dtype == torch.float16
+        y, amax = normtune.layer_norm_amax(x, w, w)
+        assert y.dtype == torch.float16

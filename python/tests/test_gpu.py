@@ -309,3 +309,24 @@ def test_compile_every_module_forward_and_backward():
         results.append([out, res, x.grad, h.grad] + [p.grad for p in block.parameters()])
     for eager, compiled in zip(*results):
         torch.testing.assert_close(compiled, eager, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+def test_norm_and_amax(norm):
+    """y in x's dtype and amax = max |y| of y as written (exactly)."""
+    torch.manual_seed(10)
+    x = torch.randn(37, 2048, device="cuda", dtype=torch.bfloat16)
+    r = torch.randn_like(x)
+    w = 1 + 0.2 * torch.randn(2048, device="cuda", dtype=torch.bfloat16)
+    b = 0.3 * torch.randn(2048, device="cuda", dtype=torch.bfloat16)
+    if norm == "rms":
+        y, amax = normtune.rms_norm_amax(x, w)
+        want = ref_rms(x, w, 1e-6)
+    elif norm == "rms_add":
+        y, amax, h = normtune.rms_norm_amax(x, w, residual=r)
+        want = ref_rms(h, w, 1e-6)
+    else:
+        y, amax = normtune.layer_norm_amax(x, w, b)
+        want = ref_ln(x, w, b, 1e-5)
+    close(y, want, torch.bfloat16, "y")
+    assert amax.item() == y.float().abs().max().item()
