@@ -145,23 +145,11 @@ def host_overhead():
 def train_steps():
     """ms per training step of train_parity.py's model (bf16 autocast, AdamW), each norm."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train_parity import Decoder
-    tokens = torch.randint(0, 4096, (16, 257), device="cuda")
+    from train_parity import timing_step
     out = {}
     for norm in ("torch", "normtune"):
         for compiled in (False, True):
-            torch.manual_seed(0)
-            model = Decoder(norm).cuda()
-            run = torch.compile(model) if compiled else model
-            opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-
-            def step():
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    logits = run(tokens[:, :-1])
-                    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+            step = timing_step(norm, compiled)
             for _ in range(10):
                 step()
             torch.cuda.synchronize()

@@ -61,6 +61,25 @@ class Decoder(torch.nn.Module):
         return self.head(self.norm(x))
 
 
+def timing_step(norm, compiled=False, batch=16, seq=256):
+    """One bf16-autocast AdamW training step of the model on fixed random tokens, as a closure
+    (for the benchmarks: bench_torch.py, train_profile.py)."""
+    torch.manual_seed(0)
+    model = Decoder(norm).cuda()
+    run = torch.compile(model) if compiled else model
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    tokens = torch.randint(0, 4096, (batch, seq + 1), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = run(tokens[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
 def batches(steps, batch, seq, vocab, device, seed=1234):
     """Token sequences from a fixed random bigram table (each token has 8 likely successors)."""
     g = torch.Generator().manual_seed(seed)

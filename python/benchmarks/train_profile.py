@@ -14,10 +14,9 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_parity import Decoder  # noqa: E402
+from train_parity import timing_step  # noqa: E402
 
 
 def device_time(event):
@@ -28,20 +27,7 @@ def device_time(event):
 
 
 def profile(norm, compiled, steps, profiled=5):
-    torch.manual_seed(0)
-    model = Decoder(norm).cuda()
-    run = torch.compile(model) if compiled else model
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    tokens = torch.randint(0, 4096, (16, 257), device="cuda")
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = run(tokens[:, :-1])
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step = timing_step(norm, compiled)
     for _ in range(10):
         step()
     torch.cuda.synchronize()

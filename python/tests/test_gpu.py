@@ -204,57 +204,52 @@ def fp8_code_tolerance(fp8):
     return (1 / 8, 2.0 ** -9) if fp8 == torch.float8_e4m3fn else (1 / 4, 2.0 ** -16)
 
 
+def norm_inputs(seed, rows, hidden):
+    """x, residual, weight, bias (bf16) for the quantized-output tests."""
+    torch.manual_seed(seed)
+    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+    w = 1 + 0.2 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+    return x, torch.randn_like(x), w, 0.3 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+
+
+def run_variant(norm, rms_fn, ln_fn, x, r, w, b):
+    """The `norm` variant ("rms", "rms_add": with residual r, "ln") of a functional pair, and its
+    fp64 reference: (outputs without x + residual, reference of y)."""
+    if norm == "rms":
+        return rms_fn(x, w), ref_rms(x, w, 1e-6)
+    if norm == "rms_add":
+        *out, h = rms_fn(x, w, residual=r)
+        assert torch.equal(h, (x.float() + r.float()).to(torch.bfloat16))
+        return tuple(out), ref_rms(h, w, 1e-6)
+    return ln_fn(x, w, b), ref_ln(x, w, b, 1e-5)
+
+
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
 def test_fp8_per_tensor_outputs(fp8, norm):
-    torch.manual_seed(7)
-    x = torch.randn(33, 4096, device="cuda", dtype=torch.bfloat16)
-    r = torch.randn_like(x)
-    w = 1 + 0.2 * torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    b = 0.3 * torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    x, r, w, b = norm_inputs(7, 33, 4096)
     scale = torch.tensor([4.0], device="cuda")
-    if norm == "rms":
-        y, scale_inv, amax = normtune.rms_norm_fp8(x, w, scale, fp8_dtype=fp8)
-        want = ref_rms(x, w, 1e-6)
-    elif norm == "rms_add":
-        y, scale_inv, amax, h = normtune.rms_norm_fp8(x, w, scale, residual=r, fp8_dtype=fp8)
-        assert torch.equal(h, (x.float() + r.float()).to(torch.bfloat16))
-        want = ref_rms(h, w, 1e-6)
-    else:
-        y, scale_inv, amax = normtune.layer_norm_fp8(x, w, b, scale, fp8_dtype=fp8)
-        want = ref_ln(x, w, b, 1e-5)
+    (y, scale_inv, amax), want = run_variant(
+        norm, lambda x, w, residual=None: normtune.rms_norm_fp8(x, w, scale, residual=residual, fp8_dtype=fp8),
+        lambda x, w, b: normtune.layer_norm_fp8(x, w, b, scale, fp8_dtype=fp8), x, r, w, b)
     assert y.dtype == fp8 and y.shape == x.shape
     assert scale_inv.item() == 0.25
     rel, sub = fp8_code_tolerance(fp8)
-    got = y.double() * 0.25
-    excess = (got - want).abs() - rel * want.abs() - sub / 4
+    excess = (y.double() * 0.25 - want).abs() - rel * want.abs() - sub / 4
     assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
     assert abs(amax.item() - want.abs().max().item()) <= 2e-5 * want.abs().max().item()
 
 
 @pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
 def test_mxfp8_outputs(norm):
-    torch.manual_seed(8)
     rows, hidden = 33, 4096
-    x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
-    r = torch.randn_like(x)
-    w = 1 + 0.2 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
-    b = 0.3 * torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
-    if norm == "rms":
-        y, scales = normtune.rms_norm_mxfp8(x, w)
-        want = ref_rms(x, w, 1e-6)
-    elif norm == "rms_add":
-        y, scales, h = normtune.rms_norm_mxfp8(x, w, residual=r)
-        want = ref_rms(h, w, 1e-6)
-    else:
-        y, scales = normtune.layer_norm_mxfp8(x, w, b)
-        want = ref_ln(x, w, b, 1e-5)
+    x, r, w, b = norm_inputs(8, rows, hidden)
+    (y, scales), want = run_variant(norm, normtune.rms_norm_mxfp8, normtune.layer_norm_mxfp8, x, r, w, b)
     assert scales.shape == (128, 128) and scales.dtype == torch.float8_e8m0fnu
     block_scale = torch.exp2(scales.view(torch.uint8)[:rows].double() - 127)  # [rows, hidden / 32]
     s = block_scale.repeat_interleave(32, dim=1)
     rel, sub = fp8_code_tolerance(torch.float8_e4m3fn)
-    got = y.double() * s
-    excess = (got - want).abs() - rel * want.abs() - sub * s
+    excess = (y.double() * s - want).abs() - rel * want.abs() - sub * s
     assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
     # Each block's scale is the smallest power of two that keeps it within e4m3 (448): its
     # largest value lands in (224, 448] (fp64 here against the kernel's fp32: a little slack).
@@ -314,19 +309,7 @@ def test_compile_every_module_forward_and_backward():
 @pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
 def test_norm_and_amax(norm):
     """y in x's dtype and amax = max |y| of y as written (exactly)."""
-    torch.manual_seed(10)
-    x = torch.randn(37, 2048, device="cuda", dtype=torch.bfloat16)
-    r = torch.randn_like(x)
-    w = 1 + 0.2 * torch.randn(2048, device="cuda", dtype=torch.bfloat16)
-    b = 0.3 * torch.randn(2048, device="cuda", dtype=torch.bfloat16)
-    if norm == "rms":
-        y, amax = normtune.rms_norm_amax(x, w)
-        want = ref_rms(x, w, 1e-6)
-    elif norm == "rms_add":
-        y, amax, h = normtune.rms_norm_amax(x, w, residual=r)
-        want = ref_rms(h, w, 1e-6)
-    else:
-        y, amax = normtune.layer_norm_amax(x, w, b)
-        want = ref_ln(x, w, b, 1e-5)
+    x, r, w, b = norm_inputs(10, 37, 2048)
+    (y, amax), want = run_variant(norm, normtune.rms_norm_amax, normtune.layer_norm_amax, x, r, w, b)
     close(y, want, torch.bfloat16, "y")
     assert amax.item() == y.float().abs().max().item()
