@@ -64,7 +64,12 @@ class Handle {
   Handle(void* data, NVTEDType dtype, Dims dims, NVTEScalingMode mode = NVTE_DELAYED_TENSOR_SCALING)
       : mode_(mode), h_(acquire(mode)) {
     const NVTEBasicTensor b{data, dtype, normtune_make_shape(dims.d, dims.n)};
-    normtune_set_tensor_param_v2(h_, kNVTERowwiseData, &b, sizeof(b));
+    try {
+      normtune_set_tensor_param_v2(h_, kNVTERowwiseData, &b, sizeof(b));
+    } catch (...) {
+      pool(mode_).free.push_back(h_);
+      throw;
+    }
   }
   Handle(const Tensor& t, Dims dims, NVTEScalingMode mode = NVTE_DELAYED_TENSOR_SCALING)
       : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), dims, mode) {}
@@ -275,15 +280,47 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
   return {y, mu, rsigma};
 }
 
+// The backward's own arguments against x (CUDA and Meta kernels): dy and add of x's shape
+// and dtype, rsigma and mu fp32 of [rows] (rows: every dimension of x but the last); on x's
+// device. The library checks its handles against x's [rows, H], so a tensor of another size
+// must be caught here.
+void check_bwd_args(const char* op, const Tensor& dy, const Tensor& x, const Tensor* add, const Tensor* mu,
+                    const Tensor& rsigma, const Tensor& weight) {
+  check_shapes(op, x, weight);
+  c10::SymInt rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  for (const Tensor* t : {&dy, add}) {
+    if (t == nullptr) continue;
+    const char* name = t == &dy ? "dy" : "add";
+    TORCH_CHECK(t->sym_sizes() == x.sym_sizes() && t->scalar_type() == x.scalar_type(), "normtune.", op, ": ", name,
+                " must have x's shape and dtype (", dims_str(x.sym_sizes()), ", ", x.scalar_type(), "), got ",
+                dims_str(t->sym_sizes()), ", ", t->scalar_type());
+  }
+  for (const Tensor* t : {&rsigma, mu}) {
+    if (t == nullptr) continue;
+    const char* name = t == &rsigma ? "rsigma" : "mu";
+    TORCH_CHECK(t->dim() == 1 && t->sym_size(0) == rows && t->scalar_type() == at::kFloat, "normtune.", op, ": ",
+                name, " must be fp32 of shape [rows] (rows: x's dimensions but the last), got ", t->scalar_type(),
+                " of shape ", dims_str(t->sym_sizes()));
+  }
+  if (x.device().type() != c10::DeviceType::Meta) {
+    for (const Tensor* t : {&dy, add, mu, &rsigma}) {
+      if (t == nullptr) continue;
+      check_same_device(op, t == &dy ? "dy" : t == add ? "add" : t == mu ? "mu" : "rsigma", *t, x);
+    }
+  }
+}
+
 // dx = the norm's backward (+ add: the gradient of residual_out in the fused add), dweight.
 std::tuple<Tensor, Tensor> rms_norm_bwd_impl(const Tensor& dy, const Tensor& x, const Tensor* add, const Tensor& rsigma,
                                              const Tensor& weight, bool zcg) {
   const c10::DeviceGuard guard(x.device());
   Call c = make_call(add != nullptr ? "rms_norm_bwd_add" : "rms_norm_bwd", x, weight);
-  const Tensor g = dy.contiguous(), w = weight.contiguous();
+  check_bwd_args(c.op, dy, x, add, nullptr, rsigma, weight);
+  const Tensor g = dy.contiguous(), w = weight.contiguous(), rs = rsigma.contiguous();
   const Tensor a = add != nullptr ? add->contiguous() : Tensor();
   Tensor dx = at::empty_like(c.x), dw = at::empty_like(w);
-  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hr(rsigma, dims1(c.rows)), hw(w, dims1(c.hidden)), hdx(dx, dims2(c)),
+  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hr(rs, dims1(c.rows)), hw(w, dims1(c.hidden)), hdx(dx, dims2(c)),
       hdw(dw, dims1(c.hidden));
   if (add != nullptr) {
     Handle ha(a, dims2(c));
@@ -310,9 +347,10 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_cuda(const Tensor& dy, const T
                                                        const Tensor& rsigma, const Tensor& weight, bool zcg) {
   const c10::DeviceGuard guard(x.device());
   Call c = make_call("layer_norm_bwd", x, weight);
-  const Tensor g = dy.contiguous(), w = weight.contiguous();
+  check_bwd_args(c.op, dy, x, nullptr, &mu, rsigma, weight);
+  const Tensor g = dy.contiguous(), w = weight.contiguous(), m = mu.contiguous(), rs = rsigma.contiguous();
   Tensor dx = at::empty_like(c.x), dw = at::empty_like(w), db = at::empty_like(w);
-  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hm(mu, dims1(c.rows)), hr(rsigma, dims1(c.rows)),
+  Handle hdy(g, dims2(c)), hx(c.x, dims2(c)), hm(m, dims1(c.rows)), hr(rs, dims1(c.rows)),
       hw(w, dims1(c.hidden)), hdx(dx, dims2(c)), hdw(dw, dims1(c.hidden)), hdb(db, dims1(c.hidden));
   with_workspace(c, w, zcg, [&](NVTETensor ws) {
     normtune_layernorm_bwd(hdy, hx, hm, hr, hw, hdx, hdw, hdb, ws, 0, zcg, c.stream);
@@ -335,8 +373,9 @@ std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weig
 std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_fwd_meta(const Tensor& x, const Tensor& residual,
                                                                 const Tensor& weight, double, bool) {
   check_shapes("fused_add_rms_norm", x, weight);
-  TORCH_CHECK(residual.sym_sizes() == x.sym_sizes(), "normtune.fused_add_rms_norm: residual must have x's shape ",
-              dims_str(x.sym_sizes()), ", got ", dims_str(residual.sym_sizes()));
+  TORCH_CHECK(residual.sym_sizes() == x.sym_sizes() && residual.scalar_type() == x.scalar_type(),
+              "normtune.fused_add_rms_norm: residual must have x's shape and dtype (", dims_str(x.sym_sizes()), ", ",
+              x.scalar_type(), "), got ", dims_str(residual.sym_sizes()), ", ", residual.scalar_type());
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(x, at::MemoryFormat::Contiguous),
           stats_like(x)};
 }
@@ -347,15 +386,19 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_meta(const Tensor& x, const Te
               dims_str(weight.sym_sizes()), ", got ", dims_str(bias.sym_sizes()));
   return {at::empty_like(x, at::MemoryFormat::Contiguous), stats_like(x), stats_like(x)};
 }
-std::tuple<Tensor, Tensor> rms_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor& weight, bool) {
+std::tuple<Tensor, Tensor> rms_norm_bwd_meta(const Tensor& dy, const Tensor& x, const Tensor& rsigma,
+                                             const Tensor& weight, bool) {
+  check_bwd_args("rms_norm_bwd", dy, x, nullptr, nullptr, rsigma, weight);
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous)};
 }
-std::tuple<Tensor, Tensor> rms_norm_bwd_add_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor&,
-                                                 const Tensor& weight, bool) {
+std::tuple<Tensor, Tensor> rms_norm_bwd_add_meta(const Tensor& dy, const Tensor& x, const Tensor& add,
+                                                 const Tensor& rsigma, const Tensor& weight, bool) {
+  check_bwd_args("rms_norm_bwd_add", dy, x, &add, nullptr, rsigma, weight);
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous)};
 }
-std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor&, const Tensor& x, const Tensor&, const Tensor&,
-                                                       const Tensor& weight, bool) {
+std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor& dy, const Tensor& x, const Tensor& mu,
+                                                       const Tensor& rsigma, const Tensor& weight, bool) {
+  check_bwd_args("layer_norm_bwd", dy, x, nullptr, &mu, rsigma, weight);
   return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(weight, at::MemoryFormat::Contiguous),
           at::empty_like(weight, at::MemoryFormat::Contiguous)};
 }
@@ -432,7 +475,9 @@ QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   QuantOutputs o;
   o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
   if (q.quant == Quant::kMxfp8) {
-    o.scales = at::empty_symint(mx_scale_shape(x), x.options().dtype(at::ScalarType::Float8_e8m0fnu));
+    // Zeroed: the kernel leaves the padding as TransformerEngine does; zero there (e8m0 0 is
+    // 2^-127, never NaN) keeps the output deterministic.
+    o.scales = at::zeros_symint(mx_scale_shape(x), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
   }
   if (q.norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
   if (q.norm == NormOp::kLayer) o.mu = stats_like(x);
@@ -462,6 +507,10 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
     if (q.quant == Quant::kFp8) hz.set(kNVTEScale, sc, dims1(1));
     hz.set(kNVTEAmax, o.amax, dims1(1));
     if (q.quant == Quant::kFp8) hz.set(kNVTERowwiseScaleInv, o.scale_inv, dims1(1));
+  }
+  if (c.rows == 0) {  // an empty batch: nothing to normalize; scale_inv still 1 / scale
+    if (q.quant == Quant::kFp8) o.scale_inv.copy_(sc.reshape({1}).reciprocal());
+    return o;
   }
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hr(o.rsigma, dims1(c.rows));
   const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8;
@@ -626,7 +675,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
                                                                  const Tensor&, bool)>();
     const auto saved = ctx->get_saved_variables();
     auto [dx, dw] = op.call(grads[0], saved[0], saved[2], saved[1], ctx->saved_data["zcg"].toBool());
-    return {dx.view(saved[0].sizes()), dw, Tensor(), Tensor()};
+    return {dx, dw, Tensor(), Tensor()};  // dx has x's shape
   }
 };
 
@@ -651,7 +700,7 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
                                                                          const Tensor&, const Tensor&, bool)>();
     const auto saved = ctx->get_saved_variables();
     auto [dx, dw, db] = op.call(grads[0], saved[0], saved[2], saved[3], saved[1], ctx->saved_data["zcg"].toBool());
-    return {dx.view(saved[0].sizes()), dw, db, Tensor(), Tensor()};
+    return {dx, dw, db, Tensor(), Tensor()};  // dx has x's shape
   }
 };
 
@@ -682,8 +731,7 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
     const Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(sum);
     const Tensor dres = grads[1].defined() ? grads[1] : at::zeros_like(sum);
     auto [dx, dw] = op.call(dy, sum, dres, saved[2], saved[1], ctx->saved_data["zcg"].toBool());
-    const Tensor d = dx.view(sum.sizes());
-    return {d, d, dw, Tensor(), Tensor()};
+    return {dx, dx, dw, Tensor(), Tensor()};  // dx has the sum's shape
   }
 };
 

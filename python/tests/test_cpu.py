@@ -172,3 +172,26 @@ def test_amax_ops_shapes_and_dtypes():
         assert h.shape == x.shape and h.dtype == torch.float16
         y, amax = normtune.layer_norm_amax(x, w, w)
         assert y.dtype == torch.float16
+
+
+def test_backward_ops_check_their_own_arguments():
+    """dy, add, rsigma and mu are checked against x (the library sees only x's [rows, H])."""
+    with FakeTensorMode():
+        x = torch.empty(2, 3, 512, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(512, dtype=torch.bfloat16, device="cuda")
+        rs = torch.empty(6, dtype=torch.float32, device="cuda")
+        ops = torch.ops.normtune
+        dx, dw = ops.rms_norm_bwd(x, x, rs, w)
+        assert dx.shape == x.shape and dw.shape == w.shape
+        with pytest.raises(RuntimeError, match=r"dy must have x's shape and dtype \(\[2, 3, 512\]"):
+            ops.rms_norm_bwd(x[:1], x, rs, w)
+        with pytest.raises(RuntimeError, match="dy must have x's shape and dtype"):
+            ops.rms_norm_bwd(x.float(), x, rs, w)
+        with pytest.raises(RuntimeError, match=r"rsigma must be fp32 of shape \[rows\]"):
+            ops.rms_norm_bwd(x, x, rs[:5], w)
+        with pytest.raises(RuntimeError, match=r"add must have x's shape"):
+            ops.rms_norm_bwd_add(x, x, x[:, :2], rs, w)
+        with pytest.raises(RuntimeError, match=r"mu must be fp32 of shape \[rows\]"):
+            ops.layer_norm_bwd(x, x, rs.double(), rs, w)
+        with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
+            ops.fused_add_rms_norm_fwd(x, x.half(), w, 1e-6)

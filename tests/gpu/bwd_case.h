@@ -27,6 +27,7 @@ struct BwdCase {
   uint32_t seed = 1;
   int multiprocessor_count = 0;
   Specials x_specials;  // NaN/Inf put into x (the statistics follow from it)
+  uint8_t poison = 0xFF;  // the outputs' poison byte (0xFF: NaN; untouched() expects it)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm", add ? "+add" : "",
@@ -108,9 +109,9 @@ class BwdProblem {
         t_dx_(dx_out(), {c.rows, c.hidden}),
         t_dgamma_(d_dgamma_, {c.hidden}),
         t_dbeta_(d_dbeta_, {c.hidden}) {
-    d_dx_.poison();
-    d_dgamma_.poison();
-    d_dbeta_.poison();
+    d_dx_.poison(c.poison);
+    d_dgamma_.poison(c.poison);
+    d_dbeta_.poison(c.poison);
   }
   BwdProblem(const BwdProblem&) = delete;
   BwdProblem& operator=(const BwdProblem&) = delete;

@@ -31,6 +31,7 @@ struct FwdCase {
   uint32_t seed = 1;
   int multiprocessor_count = 0;
   Specials x_specials;  // NaN/Inf put into x
+  uint8_t poison = 0xFF;  // the outputs' poison byte (0xFF: NaN; untouched() expects it)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
@@ -104,10 +105,10 @@ class FwdProblem {
         t_z_(d_z_, {c.rows, c.hidden}),
         t_mu_(d_mu_, {c.rows}),
         t_rs_(d_rs_, {c.rows}) {
-    d_z_.poison();
-    d_res_out_.poison();
-    d_mu_.poison();
-    d_rs_.poison();
+    d_z_.poison(c.poison);
+    d_res_out_.poison(c.poison);
+    d_mu_.poison(c.poison);
+    d_rs_.poison(c.poison);
     d_sinv_.poison();
     if (is_fp8(c.otype)) {
       t_z_.set_param(kNVTEScale, d_scale_, {1});

@@ -60,6 +60,7 @@ Case special_case(NormType norm, const SpecialShape& sh, uint32_t seed) {
   c.hidden = sh.hidden;
   c.seed = seed;
   c.x_specials = specials_for(norm, sh.hidden);
+  c.poison = 0x7F;  // finite: an expected NaN must have been written
   return c;
 }
 
@@ -74,6 +75,7 @@ TEST_F(ReliabilityGpu, NanAndInfInTheInputForward) {
   FwdCase add;  // the fused add: x + residual carries the NaN and the infinities
   add.fused_add = true;
   add.rows = kSpecialRows;
+  add.poison = 0x7F;
   add.x_specials = specials_for(NormType::kRMSNorm, add.hidden);
   SCOPED_TRACE(add.describe());
   run_fwd(add);
@@ -93,6 +95,7 @@ TEST_F(ReliabilityGpu, NanAndInfInTheInputBackward) {
   // Without the NaN row RMSNorm's dgamma is finite but in the infinite elements' columns.
   BwdCase inf_only;
   inf_only.rows = kSpecialRows;
+  inf_only.poison = 0x7F;
   inf_only.x_specials = {{4 * inf_only.hidden, INFINITY}, {6 * inf_only.hidden + 17, -INFINITY}};
   SCOPED_TRACE(inf_only.describe());
   run_bwd(inf_only);
@@ -338,6 +341,9 @@ TEST_F(ReliabilityGpu, ThreadsTimesStreamsTimesGpusMatchCallsMadeAloneBitwise) {
           for (cudaStream_t& s : streams) NORMTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
           std::vector<std::unique_ptr<Job>> jobs;
           for (int s = 0; s < kStreams; ++s) jobs.push_back(std::make_unique<Job>(t * kStreams + s));
+          // The jobs' inputs and poisoned outputs were set up on the legacy default stream
+          // (pageable copies, memsets), which the non-blocking streams do not wait for.
+          NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
           for (int round = 0; round < kRounds; ++round) {
             std::vector<std::unique_ptr<DeviceBuffer>> workspaces;
             for (int s = 0; s < kStreams; ++s) workspaces.push_back(launch(*jobs[s], streams[s]));
