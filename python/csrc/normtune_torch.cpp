@@ -28,6 +28,7 @@
 #include <string>
 #include <unordered_map>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <normtune/normtune_api.h>
@@ -628,31 +629,30 @@ void quant_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, tor
 }
 
 // ---- the differentiable ops -----------------------------------------------------------------
-// Through the dispatcher, so that FakeTensor and torch.compile see the kernel ops.
-const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>& rms_fwd_op() {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("normtune::rms_norm_fwd", "")
-                             .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, double, bool)>();
+// The kernel ops through the dispatcher (so that FakeTensor and torch.compile see them),
+// typed by their CUDA kernel's signature and looked up once per op.
+template <auto kKernel>
+const c10::TypedOperatorHandle<std::remove_pointer_t<decltype(kKernel)>>& kernel_op(const char* name) {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<std::remove_pointer_t<decltype(kKernel)>>();
   return op;
 }
+const auto& rms_fwd_op() { return kernel_op<&rms_norm_fwd_cuda>("normtune::rms_norm_fwd"); }
+const auto& layer_fwd_op() { return kernel_op<&layer_norm_fwd_cuda>("normtune::layer_norm_fwd"); }
+const auto& add_fwd_op() { return kernel_op<&fused_add_rms_norm_fwd_cuda>("normtune::fused_add_rms_norm_fwd"); }
+const auto& rms_bwd_op() { return kernel_op<&rms_norm_bwd_cuda>("normtune::rms_norm_bwd"); }
+const auto& rms_bwd_add_op() { return kernel_op<&rms_norm_bwd_add_cuda>("normtune::rms_norm_bwd_add"); }
+const auto& layer_bwd_op() { return kernel_op<&layer_norm_bwd_cuda>("normtune::layer_norm_bwd"); }
 
 Tensor rms_norm_plain(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
   return std::get<0>(rms_fwd_op().call(x, weight, eps, zcg));
 }
 Tensor layer_norm_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, bool zcg) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("normtune::layer_norm_fwd", "")
-                             .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                       double, bool)>();
-  return std::get<0>(op.call(x, weight, bias, eps, zcg));
+  return std::get<0>(layer_fwd_op().call(x, weight, bias, eps, zcg));
 }
 std::tuple<Tensor, Tensor> fused_add_rms_norm_plain(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                     double eps, bool zcg) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("normtune::fused_add_rms_norm_fwd", "")
-                             .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                       double, bool)>();
-  auto [y, residual_out, rsigma] = op.call(x, residual, weight, eps, zcg);
+  auto [y, residual_out, rsigma] = add_fwd_op().call(x, residual, weight, eps, zcg);
   return {y, residual_out};
 }
 
@@ -669,12 +669,8 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("normtune::rms_norm_bwd", "")
-                               .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                 const Tensor&, bool)>();
     const auto saved = ctx->get_saved_variables();
-    auto [dx, dw] = op.call(grads[0], saved[0], saved[2], saved[1], ctx->saved_data["zcg"].toBool());
+    auto [dx, dw] = rms_bwd_op().call(grads[0], saved[0], saved[2], saved[1], ctx->saved_data["zcg"].toBool());
     return {dx, dw, Tensor(), Tensor()};  // dx has x's shape
   }
 };
@@ -684,22 +680,15 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                         bool zcg) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("normtune::layer_norm_fwd", "")
-                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                         double, bool)>();
-    auto [y, mu, rsigma] = op.call(x, weight, bias, eps, zcg);
+    auto [y, mu, rsigma] = layer_fwd_op().call(x, weight, bias, eps, zcg);
     ctx->save_for_backward({x, weight, mu, rsigma});
     ctx->saved_data["zcg"] = zcg;
     return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("normtune::layer_norm_bwd", "")
-                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                         const Tensor&, const Tensor&, bool)>();
     const auto saved = ctx->get_saved_variables();
-    auto [dx, dw, db] = op.call(grads[0], saved[0], saved[2], saved[3], saved[1], ctx->saved_data["zcg"].toBool());
+    auto [dx, dw, db] =
+        layer_bwd_op().call(grads[0], saved[0], saved[2], saved[3], saved[1], ctx->saved_data["zcg"].toBool());
     return {dx, dw, db, Tensor(), Tensor()};  // dx has x's shape
   }
 };
@@ -712,25 +701,17 @@ class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNorm
   static tensor_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& weight,
                              double eps, bool zcg) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("normtune::fused_add_rms_norm_fwd", "")
-                               .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                         double, bool)>();
-    auto [y, residual_out, rsigma] = op.call(x, residual, weight, eps, zcg);
+    auto [y, residual_out, rsigma] = add_fwd_op().call(x, residual, weight, eps, zcg);
     ctx->save_for_backward({residual_out, weight, rsigma});
     ctx->saved_data["zcg"] = zcg;
     return {y, residual_out};
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("normtune::rms_norm_bwd_add", "")
-                               .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                 const Tensor&, const Tensor&, bool)>();
     const auto saved = ctx->get_saved_variables();
     const Tensor& sum = saved[0];
     const Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(sum);
     const Tensor dres = grads[1].defined() ? grads[1] : at::zeros_like(sum);
-    auto [dx, dw] = op.call(dy, sum, dres, saved[2], saved[1], ctx->saved_data["zcg"].toBool());
+    auto [dx, dw] = rms_bwd_add_op().call(dy, sum, dres, saved[2], saved[1], ctx->saved_data["zcg"].toBool());
     return {dx, dx, dw, Tensor(), Tensor()};  // dx has the sum's shape
   }
 };

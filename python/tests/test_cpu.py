@@ -195,3 +195,19 @@ def test_backward_ops_check_their_own_arguments():
             ops.layer_norm_bwd(x, x, rs.double(), rs, w)
         with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
             ops.fused_add_rms_norm_fwd(x, x.half(), w, 1e-6)
+
+
+def test_autograd_backward_on_meta_tensors():
+    """The autograd kernels' backward calls the kernel ops with the saved tensors: shapes and
+    dtypes of every gradient, checked on the meta device."""
+    x = torch.empty(3, 5, 256, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    r = torch.empty(3, 5, 256, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.empty(256, device="meta", dtype=torch.float32, requires_grad=True)
+    b = torch.empty(256, device="meta", dtype=torch.float32, requires_grad=True)
+    dx, dw = torch.autograd.grad(normtune.rms_norm(x, w), (x, w), torch.empty_like(x))
+    assert dx.shape == x.shape and dx.dtype == x.dtype and dw.shape == w.shape and dw.dtype == w.dtype
+    dx, dw, db = torch.autograd.grad(normtune.layer_norm(x, w, b), (x, w, b), torch.empty_like(x))
+    assert dx.shape == x.shape and dw.shape == db.shape == w.shape
+    y, h = normtune.rms_norm(x, w, residual=r)
+    dx, dr, dw = torch.autograd.grad((y, h), (x, r, w), (torch.empty_like(y), torch.empty_like(h)))
+    assert dx.shape == dr.shape == x.shape and dw.shape == w.shape
