@@ -241,24 +241,51 @@ TEST(Planner, TheHeuristicIsOneOfTheCandidates) {
   }
 }
 
-TEST(Planner, LongRowsAreStagedOnAClusterAndTheTunerTimesTheAlternatives) {
+TEST(Planner, LongRowsArePipelinedOnAClusterAndTheTunerTimesTheAlternatives) {
   for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
+    const int nvec = (hidden + 7) / 8;
     const FwdPlan p = plan_forward(hidden, 8, true);
-    EXPECT_EQ(p.layout, FwdLayout::kStaged) << hidden;
-    EXPECT_GT(p.ctas_per_row, 1) << hidden;
-    // The fewest CTAs that keep each slice within 32 KiB (2048 vectors), 256 threads each.
-    EXPECT_LE(p.vecs_per_thread * p.threads_per_row, 2048) << hidden;
-    EXPECT_GT((hidden + 7) / 8, 2048 * (p.ctas_per_row / 2)) << hidden;  // half as many would not do
+    EXPECT_EQ(p.layout, FwdLayout::kPipelined) << hidden;
+    EXPECT_EQ(p.rows_per_cta, 1) << hidden;
+    // The fewest CTAs that keep each slice within 4096 vectors (512 threads; 2048 with the
+    // fused add), 4 vectors per thread when that suffices.
+    const int slice = p.vecs_per_thread * p.threads_per_row;
+    EXPECT_GE(slice * p.ctas_per_row, nvec) << hidden;
+    EXPECT_EQ(p.threads_per_row, 512) << hidden;
+    EXPECT_EQ(p.vecs_per_thread, (nvec + p.ctas_per_row - 1) / p.ctas_per_row <= 2048 ? 4 : 8) << hidden;
+    if (p.ctas_per_row > 1) {
+      EXPECT_GT(nvec, 4096 * (p.ctas_per_row / 2)) << hidden;  // half as many would not do
+    }
+    const FwdPlan add = plan_forward(hidden, 8, true, NormType::kRMSNorm, Stage::kForwardAdd);
+    EXPECT_EQ(add.layout, FwdLayout::kPipelined) << hidden;
+    EXPECT_EQ(add.vecs_per_thread * add.threads_per_row, 2048) << hidden;
+    // LayerNorm's long rows stay staged.
+    EXPECT_EQ(plan_forward(hidden, 8, true, NormType::kLayerNorm).layout, FwdLayout::kStaged) << hidden;
     const auto c = forward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);
     EXPECT_NE(std::find(c.begin(), c.end(), p), c.end()) << hidden << ": " << config_string(p);
     EXPECT_NE(std::find(c.begin(), c.end(), forward_streaming_plan()), c.end()) << hidden;
+    // The staged alternative (one slice per CTA) is still timed.
+    EXPECT_NE(std::find_if(c.begin(), c.end(), [](const FwdPlan& q) { return q.layout == FwdLayout::kStaged && q.ctas_per_row > 1; }),
+              c.end()) << hidden;
     for (const FwdPlan& q : c) ASSERT_TRUE(plan_fits(q, hidden, 8, true)) << hidden << ": " << config_string(q);
   }
-  // 262144 bf16: 16 CTAs of 256 threads, 8 vectors each; past that the slices grow.
-  EXPECT_EQ(plan_forward(262144, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
-                                                    .threads_per_row = 256, .ctas_per_row = 16}));
-  EXPECT_EQ(plan_forward(524288, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
+  EXPECT_EQ(plan_forward(32768, 8, true), (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8,
+                                                   .threads_per_row = 512, .ctas_per_row = 1}));
+  EXPECT_EQ(plan_forward(32768, 8, true, NormType::kRMSNorm, Stage::kForwardAdd),
+            (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 512, .ctas_per_row = 2}));
+  EXPECT_EQ(plan_forward(32768, 8, true, NormType::kLayerNorm),
+            (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 256, .ctas_per_row = 2}));
+  // 262144 bf16: 8 CTAs of 512 threads, 8 vectors each; 16 CTAs past that; past 16 x 4096
+  // vectors the staged layout (up to 32 per thread), then streaming.
+  EXPECT_EQ(plan_forward(262144, 8, true), (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8,
+                                                    .threads_per_row = 512, .ctas_per_row = 8}));
+  EXPECT_EQ(plan_forward(524288, 8, true), (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8,
                                                     .threads_per_row = 512, .ctas_per_row = 16}));
+  EXPECT_EQ(plan_forward(524296, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 9,
+                                                    .threads_per_row = 512, .ctas_per_row = 16}));
+  // MXFP8 z keeps the staged layout (its block loop lives there).
+  EXPECT_EQ(plan_forward_block_scaled(262144, 8, true), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
+                                                                 .threads_per_row = 256, .ctas_per_row = 16}));
   // Without clusters one CTA stages rows up to 4096 vectors; longer ones stream. Unaligned
   // data (scalar accesses) streams.
   EXPECT_EQ(plan_forward(32768, 8, false), (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8,
@@ -266,6 +293,39 @@ TEST(Planner, LongRowsAreStagedOnAClusterAndTheTunerTimesTheAlternatives) {
   EXPECT_EQ(plan_forward(32776, 8, false).layout, FwdLayout::kStreaming);
   EXPECT_EQ(plan_forward(32768, 1, true).layout, FwdLayout::kStreaming);
   EXPECT_EQ(plan_forward(1 << 24, 8, true).layout, FwdLayout::kStreaming);  // 32 vectors per thread at most
+}
+
+TEST(Planner, PipelinedPlansNeedVectorsWholeWarpsAndOneRowPerCta) {
+  const FwdPlan p{.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4};
+  EXPECT_TRUE(plan_fits(p, 32768, 8, true));
+  EXPECT_FALSE(plan_fits(p, 32768, 8, false));  // clusters
+  EXPECT_FALSE(plan_fits(p, 32768, 1, true));   // scalar data
+  EXPECT_FALSE(plan_fits(p, 32776, 8, true));   // does not cover the row
+  FwdPlan q = p;
+  q.rows_per_cta = 2;
+  EXPECT_FALSE(plan_fits(q, 32768, 8, true));
+  q = p;
+  q.vecs_per_thread = 3;  // the general kernel has 2, 4 and 8
+  q.ctas_per_row = 16;
+  EXPECT_FALSE(plan_fits(q, 32768, 8, true));
+  q = p;
+  q.threads_per_row = 48;  // whole warps
+  q.ctas_per_row = 16;
+  EXPECT_FALSE(plan_fits(q, 24576, 8, true));
+  q = p;
+  q.ctas_per_row = 1;
+  q.vecs_per_thread = 8;
+  q.threads_per_row = 512;
+  EXPECT_TRUE(plan_fits(q, 32768, 8, false));  // one CTA per row needs no cluster
+  // Persistent by construction: neither `persistent` nor `stage_weights` is a field of it.
+  EXPECT_EQ(name_tags(p), "_pipelined_n4_g256_c4_r1");
+  EXPECT_EQ(def_config(p),
+            "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4, "
+            ".rows_per_cta = 1)");
+  FwdPlan other = p;
+  other.persistent = false;
+  other.stage_weights = true;
+  EXPECT_EQ(canonical(other), p);
 }
 
 TEST(Planner, StagedPlansNeedVectorsAndAThreadPerPeer) {

@@ -451,40 +451,57 @@ TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
   set_forward_plan_override(nullptr);
 }
 
-// Long rows as the planner lays them out: staged in shared memory over a cluster of 2..16
-// CTAs (partials exchanged through st.async and a transaction barrier). Hidden sizes at and
-// around the cluster-size boundaries (16K, 32K, 64K, 128K, 256K elements), every variant,
-// one row and a few, zero-centered gamma, gamma and beta staged (few rows) and read from
-// global memory (the multiprocessor count made 1), and the same bits twice.
-TEST_F(NormFwdGpu, StagedLongRowsOnAClusterAtTheSplitBoundaries) {
+// Long rows on a cluster, in both layouts: as the planner lays them out (pipelined: persistent
+// CTAs, a two-stage ring per CTA, partials exchanged through st.async and a transaction
+// barrier per stage) and staged (one slice per CTA, forced through the plan override).
+// Hidden sizes at and around the cluster-size boundaries (16K, 32K, 64K, 128K, 256K
+// elements), every variant, one row and a few, zero-centered gamma, the grid bounded by the
+// multiprocessor count (1: one cluster walks every row, each stage of the ring reused; with
+// staged, gamma and beta read from global memory) and the same bits twice.
+TEST_F(NormFwdGpu, PipelinedAndStagedLongRowsAtTheSplitBoundaries) {
   if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
   for (const size_t hidden : {size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65528},
                               size_t{65536}, size_t{65544}, size_t{131072}, size_t{131080}, size_t{262144},
                               size_t{262152}, size_t{524288}}) {
-    const FwdPlan plan = forward_plan(static_cast<int>(hidden), 8, true);
-    ASSERT_EQ(plan.layout, FwdLayout::kStaged) << hidden;
-    ASSERT_GT(plan.ctas_per_row, 1) << hidden;
-    for (int variant = 0; variant < 3; ++variant) {
-      for (int sms : {0, 1}) {
-        FwdCase c;
-        c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
-        c.fused_add = variant == 2;
-        c.rows = hidden > 100000 ? 3 : 13;
-        if (variant == 0 && sms == 1) c.rows = 1;
-        c.hidden = hidden;
-        c.zero_centered_gamma = hidden == 32768 || hidden == 262152;
-        c.multiprocessor_count = sms;
-        c.seed = static_cast<uint32_t>(hidden + variant + 10 * sms);
-        SCOPED_TRACE(c.describe() + " " + config_string(plan));
-        const FwdResult a = run_fwd(c);
-        EXPECT_FALSE(a.kernel.tuned);
-        const FwdResult b = run_fwd(c);
-        EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z run to run"));
-        EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma run to run"));
-        if (c.norm == NormType::kLayerNorm) {
-          EXPECT_TRUE(same_bits(a.mu, b.mu, c.describe() + " mu run to run"));
+    const FwdPlan heuristic = forward_plan(static_cast<int>(hidden), 8, true);
+    ASSERT_EQ(heuristic.layout, FwdLayout::kPipelined) << hidden;
+    // The staged plan of the same row: the fewest CTAs with slices of at most 2048 vectors.
+    const int nvec = static_cast<int>(hidden / 8);
+    int ctas = 2;
+    while (ctas < kMaxCtasPerRow && (nvec + ctas - 1) / ctas > 2048) ctas *= 2;
+    const int threads = (nvec + ctas - 1) / ctas > 2048 ? 512 : 256;
+    const FwdPlan staged{.layout = FwdLayout::kStaged,
+                         .vecs_per_thread = ((nvec + ctas - 1) / ctas + threads - 1) / threads,
+                         .threads_per_row = threads,
+                         .ctas_per_row = ctas};
+    ASSERT_TRUE(plan_fits(staged, static_cast<int>(hidden), 8, true)) << config_string(staged);
+    for (const FwdPlan* plan : {&heuristic, &staged}) {
+      if (plan == &staged) {
+        ASSERT_EQ(set_forward_plan_override(plan), nullptr);
+      }
+      for (int variant = 0; variant < 3; ++variant) {
+        for (int sms : {0, 1}) {
+          FwdCase c;
+          c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+          c.fused_add = variant == 2;
+          c.rows = hidden > 100000 ? 3 : 13;
+          if (variant == 0 && sms == 1) c.rows = 1;
+          c.hidden = hidden;
+          c.zero_centered_gamma = hidden == 32768 || hidden == 262152;
+          c.multiprocessor_count = sms;
+          c.seed = static_cast<uint32_t>(hidden + variant + 10 * sms);
+          SCOPED_TRACE(c.describe() + " " + config_string(*plan));
+          const FwdResult a = run_fwd(c);
+          EXPECT_FALSE(a.kernel.tuned);
+          const FwdResult b = run_fwd(c);
+          EXPECT_TRUE(same_bits(a.z, b.z, c.describe() + " z run to run"));
+          EXPECT_TRUE(same_bits(a.rsigma, b.rsigma, c.describe() + " rsigma run to run"));
+          if (c.norm == NormType::kLayerNorm) {
+            EXPECT_TRUE(same_bits(a.mu, b.mu, c.describe() + " mu run to run"));
+          }
         }
       }
+      set_forward_plan_override(nullptr);
     }
   }
   // Mixed types: fp32 gamma with bf16 x (32-byte gamma vectors), fp32 in with bf16 out, fp16.
@@ -541,6 +558,50 @@ TEST_F(NormFwdGpu, StagedOneCtaEveryRowsPerCta) {
       }
     }
     set_forward_plan_override(nullptr);
+  }
+}
+
+// The pipelined layout forced through the plan override: one CTA per row (no cluster) and
+// clusters of 2..16, one warp per CTA (no CTA barrier in its reduction) to 512 threads, 2, 4
+// and 8 vectors per thread, rows that leave the last CTA's slice partly empty, row counts
+// from 1 to many per cluster (each ring stage reused), every variant, bf16, fp16 and fp32
+// (4-element vectors), and the grid bounded to 1 and 3 SMs.
+TEST_F(NormFwdGpu, PipelinedEveryShapeThroughTheOverride) {
+  struct Case {
+    size_t hidden;
+    FwdPlan plan;
+    DType t;
+  };
+  const bool clusters = device_info(current_device()).supports_clusters;
+  auto plan = [](int c, int g, int n) {
+    return FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = g, .ctas_per_row = c};
+  };
+  const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  for (const Case& k : {Case{2048, plan(1, 128, 2), bf}, Case{16384, plan(1, 256, 8), bf}, Case{2048, plan(2, 64, 2), hf},
+                        Case{8192, plan(16, 32, 2), bf}, Case{16000, plan(4, 128, 4), bf}, Case{8192, plan(8, 128, 2), f32},
+                        Case{24576, plan(2, 384, 8), f32}, Case{40000, plan(8, 160, 4), hf}}) {
+    if (k.plan.ctas_per_row > 1 && !clusters) continue;
+    const int vec = k.t == f32 ? 4 : 8;
+    ASSERT_TRUE(plan_fits(k.plan, static_cast<int>(k.hidden), vec, clusters)) << config_string(k.plan);
+    ASSERT_EQ(set_forward_plan_override(&k.plan), nullptr);
+    for (int variant = 0; variant < 3; ++variant) {
+      for (size_t rows : {size_t{1}, size_t{37}, size_t{301}}) {
+        FwdCase c;
+        c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+        c.fused_add = variant == 2;
+        c.wtype = c.itype = c.otype = k.t;
+        c.rows = rows;
+        c.hidden = k.hidden;
+        c.zero_centered_gamma = rows == 37;
+        c.multiprocessor_count = rows == 301 ? 1 + variant : 0;
+        c.seed = static_cast<uint32_t>(k.hidden + rows + variant);
+        SCOPED_TRACE(c.describe() + " " + config_string(k.plan));
+        const FwdResult r = run_fwd(c);
+        EXPECT_FALSE(r.kernel.tuned);
+      }
+    }
+    set_forward_plan_override(nullptr);
+    if (HasFailure()) return;
   }
 }
 
@@ -620,7 +681,9 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
                         Case{NormType::kLayerNorm, false, bf, e4, 37, 8192, 1.5f},
                         Case{NormType::kLayerNorm, false, f32, e5, 5, 5000, 0.01f},
                         Case{NormType::kRMSNorm, true, bf, e4, 37, 2048, 2.0f},
-                        Case{NormType::kRMSNorm, false, bf, e4, 3, 65536, 0.5f},     // staged cluster
+                        Case{NormType::kRMSNorm, false, bf, e4, 3, 65536, 0.5f},     // pipelined cluster
+                        Case{NormType::kRMSNorm, true, bf, e5, 5, 32768, 2.0f},      // pipelined, fused add
+                        Case{NormType::kLayerNorm, false, bf, e4, 4, 131072, 1.0f},  // pipelined, 8 CTAs
                         Case{NormType::kLayerNorm, false, hf, e4, 300, 4096, 1.0f}}) {
     const size_t n = k.rows * k.hidden;
     const bool ln = k.norm == NormType::kLayerNorm;

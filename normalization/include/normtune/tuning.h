@@ -34,6 +34,10 @@ enum class FwdLayout : uint8_t {
   kStaged = 2,     // each CTA's slice of a row copied to shared memory (cp.async), x read once;
                    // one slice per CTA (never persistent), a row over a cluster of
                    // ctas_per_row CTAs exchanging partial sums through distributed shared memory
+  kPipelined = 3,  // long rows: persistent CTAs (clusters of ctas_per_row), each holding its slice of
+                   // a row in a two-stage shared-memory ring (the next row's copies in flight while
+                   // this row reduces and stores) and its slice of gamma/beta in registers, loaded
+                   // once; x read from HBM once, gamma once per CTA
 };
 
 struct FwdPlan {
@@ -43,7 +47,7 @@ struct FwdPlan {
   int ctas_per_row = 1;     // CTAs sharing a row (a thread-block cluster when > 1)
   int rows_per_cta = 1;     // rows a CTA holds at once
   bool persistent = true;   // registers, streaming: grid bounded by the resident CTAs (walks row
-                            // tiles), or one tile per CTA
+                            // tiles), or one tile per CTA (staged: never; pipelined: always)
   bool stage_weights = false;  // staged: gamma (and beta) copied to shared memory with x (else read
                                // after the reduction; staged anyway when the grid is one wave)
 
@@ -82,7 +86,9 @@ struct PlanField {
 
 namespace detail {
 constexpr bool fwd_holds_row(const FwdPlan& p) { return p.layout != FwdLayout::kStreaming; }
-constexpr bool fwd_walks_rows(const FwdPlan& p) { return p.layout != FwdLayout::kStaged; }
+constexpr bool fwd_walks_rows(const FwdPlan& p) {
+  return p.layout == FwdLayout::kRegisters || p.layout == FwdLayout::kStreaming;
+}
 constexpr bool fwd_staged(const FwdPlan& p) { return p.layout == FwdLayout::kStaged; }
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
 constexpr bool always(const FwdPlan&) { return true; }
@@ -90,7 +96,8 @@ constexpr const char* fwd_layout_name(int v, bool cpp) {
   switch (v) {
     case 0: return cpp ? "FwdLayout::kRegisters" : "registers";
     case 1: return cpp ? "FwdLayout::kStreaming" : "streaming";
-    default: return cpp ? "FwdLayout::kStaged" : "staged";
+    case 2: return cpp ? "FwdLayout::kStaged" : "staged";
+    default: return cpp ? "FwdLayout::kPipelined" : "pipelined";
   }
 }
 constexpr const char* bwd_layout_name(int v, bool cpp) {
@@ -173,8 +180,11 @@ std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Prov
 int threads_per_row_for(int nvec, int n, int warp_size);
 
 // The built-in heuristics. vector_elements: elements per vector access (1 when the data is not
-// vector-aligned). clusters: whether rows may be split over a thread-block cluster.
-FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters);
+// vector-aligned). clusters: whether rows may be split over a thread-block cluster. norm and
+// stage (Forward or ForwardAdd): LayerNorm's long rows are staged, RMSNorm's pipelined, with
+// half the slice per CTA when the residual is staged too.
+FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters, NormType norm = NormType::kRMSNorm,
+                     Stage stage = Stage::kForward);
 BwdPlan plan_backward(int hidden_size, int vector_elements);
 
 // The layout of a forward with an MXFP8 z: staged, with the threads of a row a multiple of
@@ -193,8 +203,9 @@ bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
 // What `normtune tune` times for a hidden size (vector-aligned data): every layout the
 // general kernel can take, all of which fit.
 // Forward: registers and staged layouts of one CTA; max_cluster > 1 adds layouts that split a
-// long row over a cluster of up to that many CTAs (registers or staged); rows longer than
-// 2048 vectors also get the streaming layout.
+// long row over a cluster of up to that many CTAs (registers or staged); rows of 1024 vectors
+// and more get the pipelined layouts (one CTA or a cluster per row); rows longer than 2048
+// vectors also get the streaming layout.
 std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
                                              int max_cluster = 1);
 std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size);
@@ -206,7 +217,8 @@ std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elemen
 const FwdPlan* set_forward_plan_override(const FwdPlan* plan);
 const FwdPlan* forward_plan_override();
 // The layout the general forward kernel would use (the heuristic, or the override).
-FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters);
+FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters, NormType norm = NormType::kRMSNorm,
+                     Stage stage = Stage::kForward);
 
 // The same for backward calls.
 const BwdPlan* set_backward_plan_override(const BwdPlan* plan);

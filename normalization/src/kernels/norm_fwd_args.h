@@ -33,6 +33,7 @@ struct FwdParams {
   int ctas_per_row = 1;     // C
   int vecs_per_thread = 0;  // staged layout: vectors of the CTA's slice per thread
   bool stage_weights = false;  // staged layout: gamma (and beta) copied to shared memory with x
+  int stages = 2;              // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
 };
 
 struct FwdArgs {

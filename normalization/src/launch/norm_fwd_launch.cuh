@@ -9,6 +9,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_fwd.cuh"
+#include "kernels/norm_fwd_pipelined.cuh"
 #include "kernels/norm_fwd_staged.cuh"
 #include "launch/launch_util.cuh"
 
@@ -62,21 +63,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
   p.threads_per_row = plan.threads_per_row;
   p.ctas_per_row = plan.ctas_per_row;
   p.vecs_per_thread = plan.vecs_per_thread;
-  const int device = current_device();
-  // The most dynamic shared memory a CTA of this kernel may have on the device (the opt-in
-  // limit less the kernel's static shared memory), set as the kernel's limit once per device.
-  static std::array<std::once_flag, kMaxDevices> attributes;
-  static std::array<size_t, kMaxDevices> max_smem{};
-  once_per_device(attributes, [&] {
-    size_t static_bytes = 0;
-    NORMTUNE_CUDA_CHECK(platform::static_smem_bytes(kernel, &static_bytes));
-    const size_t optin = device_info(device).shared_memory_per_block_optin;
-    const size_t limit = optin > static_bytes ? optin - static_bytes : 0;
-    NORMTUNE_CUDA_CHECK(platform::allow_dynamic_smem(kernel, limit));
-    if (device_info(device).supports_clusters) NORMTUNE_CUDA_CHECK(platform::allow_non_portable_cluster(kernel));
-    max_smem[device] = limit;
-  });
-  const size_t smem_limit = max_smem[device];
+  const size_t smem_limit = prepare_cluster_smem_kernel<kernel>();
   const int threads = plan.threads_per_row * plan.rows_per_cta;
   const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
   const int slice = plan.vecs_per_thread * plan.threads_per_row;
@@ -95,6 +82,60 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
       platform::LaunchOptions{.cluster = plan.ctas_per_row, .smem = smem, .dependent = true}, stream, p));
   NORMTUNE_CHECK_LAUNCH();
   return true;
+}
+
+// Shared memory the pipelined layout fills with stages (measured on the H200, 8192 x 32768
+// bf16: 2 stages of 32 KiB 287 µs, 3 stages 278, 4 stages 275).
+inline constexpr size_t kPipelinedSmemBudget = 128 * 1024;
+
+// The pipelined layout (kernels/norm_fwd_pipelined.cuh): a persistent grid of as many
+// clusters (one CTA each when ctas_per_row is 1) as are resident at once, within the SM bound.
+// Returns false, launching nothing, when the device cannot hold the plan.
+template <typename Traits, typename Shape>
+bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
+  using Layout = PipelinedLayout<Traits, Shape::kVec>;
+  constexpr auto kernel = norm_fwd_pipelined_kernel<Traits, Shape>;
+  FwdParams p = args.params;
+  p.threads_per_row = plan.threads_per_row;
+  p.ctas_per_row = plan.ctas_per_row;
+  p.vecs_per_thread = plan.vecs_per_thread;
+  const size_t smem_limit = prepare_cluster_smem_kernel<kernel>();
+  const int threads = plan.threads_per_row;
+  const int cluster = plan.ctas_per_row;
+  // As many stages (up to kMaxPipelineStages) as fit kPipelinedSmemBudget, at least two.
+  const int slice = plan.vecs_per_thread * plan.threads_per_row;
+  p.stages = static_cast<int>(std::clamp<size_t>(kPipelinedSmemBudget / Layout::stage_bytes(slice), 2, kMaxPipelineStages));
+  const size_t smem = Layout::bytes(slice, p.stages);
+  if (smem > smem_limit) return false;
+  const int64_t sm_bound = std::max(args.sm_bound, 1);
+  int64_t clusters = 0;
+  if (cluster > 1) {
+    const int sms = device_info(current_device()).sm_count;
+    const int64_t resident = resident_clusters<kernel>(threads, smem, cluster);
+    if (resident == 0) return false;
+    clusters = std::max<int64_t>(1, resident * std::min<int64_t>(sm_bound, sms) / sms);
+  } else {
+    clusters = sm_bound * resident_ctas_per_sm<kernel>(threads, smem);
+  }
+  if (p.rows == 0) return true;
+  clusters = std::min<int64_t>(clusters, p.rows);
+  NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * cluster), static_cast<unsigned>(threads),
+                                       platform::LaunchOptions{.cluster = cluster, .smem = smem, .dependent = true},
+                                       stream, p));
+  NORMTUNE_CHECK_LAUNCH();
+  return true;
+}
+
+// The pipelined layout with the plan's vectors per thread as a compile-time count (the
+// general entry; tuned entries fix every field).
+template <typename Traits, int kVec>
+bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
+  switch (plan.vecs_per_thread) {
+    case 2: return launch_fwd_pipelined<Traits, FwdShape<kVec, 2>>(args, plan, stream);
+    case 4: return launch_fwd_pipelined<Traits, FwdShape<kVec, 4>>(args, plan, stream);
+    case 8: return launch_fwd_pipelined<Traits, FwdShape<kVec, 8>>(args, plan, stream);
+  }
+  NORMTUNE_ERROR("internal: no pipelined forward kernel for plan ", config_string(plan));
 }
 
 // The general entry of one (types, variant): any hidden size, any alignment; the layout is
@@ -133,7 +174,13 @@ struct GeneralFwd {
     using I = typename Traits::Input;
     constexpr int kVec = 16 / sizeof(I);
     const FwdPlan plan =
-        forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip);
+        forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip, Traits::kNorm,
+                     Traits::kStage);
+    if (plan.layout == FwdLayout::kPipelined) {
+      if (launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream)) return;
+      // The device cannot hold this plan: stream the rows instead.
+      return launch_fwd<Traits, FwdShape<kVec, 0>>(args, forward_streaming_plan(), stream);
+    }
     if (plan.layout == FwdLayout::kStaged) {
       if (launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream)) return;
       // The device cannot hold this staged plan: stream the rows instead.
@@ -164,14 +211,21 @@ struct TunedFwd {
   static constexpr int kVec = 16 / sizeof(I);
   static constexpr bool kRegisters = kPlan.layout == FwdLayout::kRegisters;
   static constexpr bool kStaged = kPlan.layout == FwdLayout::kStaged;
+  static constexpr bool kPipelined = kPlan.layout == FwdLayout::kPipelined;
   using Shape = FwdShape<kVec, kPlan.layout != FwdLayout::kStreaming ? kPlan.vecs_per_thread : 0, kHidden,
                          kPlan.threads_per_row, kPlan.ctas_per_row>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
   static_assert(kPlan.layout == FwdLayout::kStreaming ||
                     kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
                 "the tuned layout does not cover the row");
-  static_assert(!kStaged || kPlan.ctas_per_row == 1 || kPlan.threads_per_row >= kMaxCtasPerRow,
-                "a staged cluster plan needs a thread per peer CTA");
+  static_assert(!(kStaged || kPipelined) || kPlan.ctas_per_row == 1 || kPlan.threads_per_row >= kMaxCtasPerRow,
+                "a staged or pipelined cluster plan needs a thread per peer CTA");
+  static_assert(!kPipelined || (kPlan.rows_per_cta == 1 && (kPlan.vecs_per_thread == 2 || kPlan.vecs_per_thread == 4 ||
+                                                           kPlan.vecs_per_thread == 8)),
+                "a pipelined plan holds one row per CTA, 2, 4 or 8 vectors per thread");
+  static_assert(!kPipelined || PipelinedLayout<Traits, kVec>::bytes(kPlan.vecs_per_thread * kPlan.threads_per_row, 2) <=
+                                   227 * 1024 - 4096,
+                "a pipelined tuned plan needs more shared memory than sm_90 offers");
   // The tuned tables are per architecture; sm_90 lets a CTA have 227 KiB of shared memory,
   // of which the kernel's static part (reductions, the exchange slots) takes under 4 KiB.
   // Whether a cluster of the plan fits the device is known only at run time: run() says so.
@@ -193,8 +247,9 @@ struct TunedFwd {
   }
   static void run(const void* opaque, cudaStream_t stream) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
-    if constexpr (kStaged) {
-      const bool launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);
+    if constexpr (kStaged || kPipelined) {
+      const bool launched = kStaged ? launch_fwd_staged<Traits, Shape>(args, kPlan, stream)
+                                    : launch_fwd_pipelined<Traits, Shape>(args, kPlan, stream);
       NORMTUNE_CHECK(launched, "tuned kernel ", config_string(kPlan),
                      ": the device cannot hold this layout (shared memory per CTA, or CTAs per cluster); "
                      "replace the table line");

@@ -49,6 +49,17 @@ FwdPlan staged(int nvec, int ctas, int threads) {
   return plan;
 }
 
+// Pipelined: the row over `ctas` CTAs of `threads` threads holding n vectors each, one row per
+// CTA at a time, several rows in flight.
+FwdPlan pipelined(int ctas, int threads, int n) {
+  FwdPlan plan;
+  plan.layout = FwdLayout::kPipelined;
+  plan.ctas_per_row = ctas;
+  plan.threads_per_row = threads;
+  plan.vecs_per_thread = n;
+  return plan;
+}
+
 }  // namespace
 
 FwdPlan forward_streaming_plan() { return streaming(); }
@@ -62,22 +73,14 @@ int threads_per_row_for(int nvec, int n, int warp_size) {
 }
 
 // ---- forward ----------------------------------------------------------------------------
-FwdPlan plan_forward(int hidden, int vec, bool clusters) {
-  const int nvec = ceil_div(hidden, vec);
-  if (vec == 1) {
-    // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
-    return nvec <= 8 * kMaxCtaThreads ? row_in_registers(nvec, 8) : streaming();
-  }
-  // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
-  // size from 128 to 4096), fewer only for tiny rows.
-  if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
-  // Longer rows: staged in shared memory, x read once. With clusters, the row is split over
-  // the fewest CTAs (up to kMaxCtasPerRow) that keep each slice within 32 KiB, 256 threads
-  // each (several CTAs per SM overlap); past 16 CTAs the slices grow (512 threads). Without
-  // clusters, one CTA holds the row when it fits 64 KiB. Beyond that, rows stream through L2
-  // (read twice). The launcher streams as well when the device cannot hold the plan.
-  // (Splitting rows over a cluster with the slices in registers, one persistent CTA per SM,
-  // measured slower than streaming: no overlap between a row's loads, reduction and stores.)
+// Rows longer than registers hold, staged in shared memory, x read once. With clusters, the
+// row is split over the fewest CTAs (up to kMaxCtasPerRow) that keep each slice within 32
+// KiB, 256 threads each (several CTAs per SM overlap); past 16 CTAs the slices grow (512
+// threads). Without clusters, one CTA holds the row when it fits 64 KiB. Beyond that, rows
+// stream through L2 (read twice). The launcher streams as well when the device cannot hold
+// the plan.
+namespace {
+FwdPlan staged_long_rows(int nvec, bool clusters) {
   if (clusters) {
     int c = 2;
     while (c < kMaxCtasPerRow && ceil_div(nvec, c) > kStagedSliceVecs) c *= 2;
@@ -87,6 +90,36 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters) {
     return staged(nvec, 1, kMaxCtaThreads);
   }
   return streaming();
+}
+}  // namespace
+
+FwdPlan plan_forward(int hidden, int vec, bool clusters, NormType norm, Stage stage) {
+  const int nvec = ceil_div(hidden, vec);
+  if (vec == 1) {
+    // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
+    return nvec <= 8 * kMaxCtaThreads ? row_in_registers(nvec, 8) : streaming();
+  }
+  // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
+  // size from 128 to 4096), fewer only for tiny rows.
+  if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
+  // Longer RMSNorm rows with clusters: pipelined, the row over the fewest CTAs (up to
+  // kMaxCtasPerRow) that keep each slice within 4096 vectors of 512 threads (64 KiB a stage
+  // for 16-bit x; 2048 with the fused add, whose stages hold the residual too), 4 vectors
+  // per thread when 2048 suffice. What `normtune tune` found fastest on the H200 (bf16,
+  // 8192 x 32768: one CTA of 8 x 512 vectors, 285 µs; 1024 x 262144: 8 CTAs, 283 µs; a
+  // cluster of 16 CTAs of 512 threads ran 369 µs there). The staged layout, one slice per
+  // CTA, measured 1.2-1.4x a copy on such rows: every CTA idles on HBM while it reduces,
+  // and re-reads gamma from L2 for each row. LayerNorm's pipelined kernel holds gamma and
+  // beta in registers and ran slower than its staged layout: its long rows stay staged.
+  if (clusters && norm == NormType::kRMSNorm) {
+    const int max_slice = stage == Stage::kForwardAdd ? 4 * kMaxCtaThreads : 8 * kMaxCtaThreads;
+    int c = 1;
+    while (c < kMaxCtasPerRow && ceil_div(nvec, c) > max_slice) c *= 2;
+    const int per_cta = ceil_div(nvec, c);
+    if (per_cta <= 4 * kMaxCtaThreads) return pipelined(c, kMaxCtaThreads, 4);
+    if (per_cta <= max_slice) return pipelined(c, kMaxCtaThreads, 8);
+  }
+  return staged_long_rows(nvec, clusters);
 }
 
 FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
@@ -100,9 +133,9 @@ FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
     plan.rows_per_cta = g < kTargetThreads ? kTargetThreads / g : 1;
     return plan;
   }
-  // Longer rows: the plan of a high-precision z when it is staged (its thread counts are
-  // whole warps), else one CTA (no clusters) or the largest cluster, kMaxCtaThreads each.
-  const FwdPlan plan = plan_forward(hidden, vec, clusters);
+  // Longer rows: the staged plan of a high-precision z (its thread counts are whole warps),
+  // else one CTA (no clusters) or the largest cluster, kMaxCtaThreads each.
+  const FwdPlan plan = vec > 1 ? staged_long_rows(nvec, clusters) : streaming();
   if (plan.layout == FwdLayout::kStaged) return plan;
   return staged(nvec, clusters ? kMaxCtasPerRow : 1, kMaxCtaThreads);
 }
@@ -120,6 +153,13 @@ bool plan_fits(const FwdPlan& p, int hidden, int vec, bool clusters) {
                           (clusters && p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow &&
                            p.rows_per_cta == 1 && p.threads_per_row >= kWarpSize);
   const bool covers = p.layout == FwdLayout::kStreaming || p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
+  if (p.layout == FwdLayout::kPipelined) {
+    // 16-byte vectors, 2, 4 or 8 per thread, whole warps, one row per CTA.
+    return vec > 1 && (p.vecs_per_thread == 2 || p.vecs_per_thread == 4 || p.vecs_per_thread == 8) &&
+           p.threads_per_row >= kWarpSize && p.threads_per_row % kWarpSize == 0 &&
+           p.threads_per_row <= kMaxCtaThreads && p.rows_per_cta == 1 && p.ctas_per_row >= 1 &&
+           p.ctas_per_row <= kMaxCtasPerRow && (p.ctas_per_row == 1 || clusters) && covers;
+  }
   // Scalar (unaligned) data: registers with 8 per thread, or streaming; staged copies need
   // 16-byte vectors.
   const bool scalar_ok = vec > 1 || (registers ? p.vecs_per_thread == 8 : !staged_layout);
@@ -177,6 +217,16 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
             std::find(out.begin(), out.end(), plan) == out.end()) {
           out.push_back(plan);
         }
+      }
+    }
+  }
+  // Pipelined: rows of 1024 vectors and more over 1..max_cluster CTAs, each slice at most
+  // twice what the row needs.
+  for (int c = 1; c <= std::max(max_cluster, 1) && nvec >= 1024; c *= 2) {
+    for (int g : {128, 256, 512}) {
+      for (int n : {2, 4, 8}) {
+        const FwdPlan plan = pipelined(c, g, n);
+        if (n * g * c < 2 * nvec && plan_fits(plan, hidden, vec, c > 1)) out.push_back(plan);
       }
     }
   }
@@ -247,9 +297,9 @@ const FwdPlan* set_forward_plan_override(const FwdPlan* plan) {
 
 const FwdPlan* forward_plan_override() { return t_fwd_override; }
 
-FwdPlan forward_plan(int hidden, int vec, bool clusters) {
+FwdPlan forward_plan(int hidden, int vec, bool clusters, NormType norm, Stage stage) {
   if (t_fwd_override != nullptr && plan_fits(*t_fwd_override, hidden, vec, clusters)) return *t_fwd_override;
-  return plan_forward(hidden, vec, clusters);
+  return plan_forward(hidden, vec, clusters, norm, stage);
 }
 
 const BwdPlan* set_backward_plan_override(const BwdPlan* plan) {

@@ -121,6 +121,9 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
 }
 __device__ __forceinline__ void cp_async_wait_all() {}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_groups() {}
 // Cluster transaction barriers: never reached (no clusters on AMD); defined so that the
 // kernels compile unchanged.
 __device__ __forceinline__ void mbarrier_init(uint64_t*, unsigned) {}
@@ -292,6 +295,14 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+// Groups of copies: cp_async_commit() closes the copies issued since the last commit into a
+// group; cp_async_wait_groups<k>() returns when at most the k most recent groups are still in
+// flight (this thread's copies; other threads' bytes only after a barrier as well).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_groups() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Transaction barriers (mbarrier, sm_90) for exchanges between the CTAs of a cluster: a CTA

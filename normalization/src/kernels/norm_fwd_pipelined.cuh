@@ -1,0 +1,209 @@
+// Forward RMSNorm / LayerNorm (optionally with the residual add), pipelined layout for long
+// rows: persistent CTAs, a row split over a thread-block cluster of C CTAs (C = 1: one CTA),
+// each CTA's slice of the row staged in shared memory by cp.async in a ring of S stages
+// (2..4, p.stages), so that the next S - 1 rows' copies are in flight while this row
+// reduces and stores. x is read
+// from HBM once, gamma (and beta) once per CTA into registers: the staged layout
+// (norm_fwd_staged.cuh), one slice per CTA, leaves every CTA idle on HBM while it reduces
+// and re-reads gamma's slice from L2 for every row.
+//
+// Layout. CTA `rank` of cluster k walks rows k, k + K, k + 2K, ... (K clusters in the grid).
+// Thread t copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N)
+// of each row: only its own bytes, so no barrier between the copy and the read, and none
+// before a stage is refilled.
+// Exchange (C > 1): each CTA pushes its partial of row j into slot [j % S][rank] of every CTA
+// of the cluster (st.async, counted on that CTA's transaction barrier [j % S]) and combines
+// the C slots in rank order: the same bits in every CTA. No cluster barrier per row: a CTA
+// sends its partial of row j + S (into slot buffer j % S again) only after it has finished
+// row j + S - 1, which needed this CTA's partial of row j + S - 1, which this CTA sends only
+// after its CTA barrier of that row — after every one of its threads has read the slots of
+// row j. The only cluster barrier is arrived at on entry (after the barrier initialization) and
+// waited on before the first remote store. A CTA leaves after its last row's partials have
+// all landed in it; none are sent to it after that.
+// Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
+#pragma once
+
+#include "kernels/norm_fwd.cuh"
+#include "kernels/norm_fwd_staged.cuh"
+
+namespace normtune {
+
+inline constexpr int kMaxPipelineStages = 4;
+
+// Shared memory of the ring: per stage the CTA's slice of x (and of the residual).
+template <typename Traits, int kVec>
+struct PipelinedLayout {
+  using VI = Vec<typename Traits::Input, kVec>;
+  static constexpr size_t stage_bytes(int slice_vecs) {
+    return static_cast<size_t>(slice_vecs) * sizeof(VI) * (Traits::kResidualAdd ? 2 : 1);
+  }
+  static constexpr size_t bytes(int slice_vecs, int stages) { return stages * stage_bytes(slice_vecs); }
+};
+
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(const FwdParams p) {
+  static_assert(!Traits::kMxfp8, "MXFP8 z takes the staged layout");
+  static_assert(Shape::kN >= 1, "the pipelined layout holds kN vectors per thread");
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  using O = typename Traits::Output;
+  constexpr bool kRms = Traits::kRmsNorm;
+  constexpr bool kAdd = Traits::kResidualAdd;
+  constexpr int kVec = Shape::kVec;
+  constexpr int N = Shape::kN;
+  constexpr int K = kRms ? 1 : 3;
+  using Layout = PipelinedLayout<Traits, kVec>;
+  using VI = typename Layout::VI;
+  using VW = Vec<W, kVec>;
+
+  extern __shared__ uint4 staged_smem[];
+  __shared__ ReduceSmem<K> smem;
+  __shared__ uint64_t exchange_bar[kMaxPipelineStages];
+  __shared__ float slots[kMaxPipelineStages][kMaxCtasPerRow][K];  // [row % S][rank]
+  int phase = 0;
+
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int G = Shape::kG ? Shape::kG : static_cast<int>(blockDim.x);  // one row per CTA
+  const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
+  const int nvec = hidden / kVec;
+  const int slice = N * G;
+  const int S = p.stages;
+  const int t = threadIdx.x;
+  const int rank = C > 1 ? platform::cluster_rank() : 0;
+  const int64_t first_row = blockIdx.x / C;
+  const int64_t row_step = gridDim.x / C;
+
+  if (C > 1) {
+    if (t == 0) {
+      for (int s = 0; s < S; ++s) platform::mbarrier_init(&exchange_bar[s], 1);
+      platform::fence_mbarrier_init_cluster();
+    }
+    platform::cluster_arrive_relaxed();  // waited on before the first remote store
+  }
+
+  auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
+  auto stage_x = [&](int s) {
+    return reinterpret_cast<VI*>(reinterpret_cast<char*>(staged_smem) + s * Layout::stage_bytes(slice));
+  };
+  // Issues the copies of row `row` (none past the last row) into stage s, as one group.
+  auto issue = [&](int64_t row, int s) {
+    if (row < p.rows) {
+      VI* xs = stage_x(s);
+      const I* x = static_cast<const I*>(p.x) + row * hidden;
+      const I* r = static_cast<const I*>(p.residual) + row * hidden;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int v = vec_of(i);
+        if (v < nvec) {
+          stage_vec(xs + i * G + t, reinterpret_cast<const VI*>(x + static_cast<int64_t>(v) * kVec));
+          if constexpr (kAdd) {
+            stage_vec(xs + slice + i * G + t, reinterpret_cast<const VI*>(r + static_cast<int64_t>(v) * kVec));
+          }
+        }
+      }
+    }
+    platform::cp_async_commit();
+  };
+
+  platform::wait_for_prior_grid();
+  for (int s = 0; s < S; ++s) issue(first_row + s * row_step, s);
+
+  // This thread's gamma (and beta), loaded once while the first rows land.
+  const W* gamma = static_cast<const W*>(p.gamma);
+  const W* beta = static_cast<const W*>(p.beta);
+  VW g[N], b[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int v = vec_of(i);
+    if (v < nvec) {
+      g[i].load(gamma + static_cast<int64_t>(v) * kVec);
+      if constexpr (!kRms) b[i].load(beta + static_cast<int64_t>(v) * kVec);
+    }
+  }
+  OutputScale q = output_scale<Traits>(p);
+  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+
+  int j = 0;
+  for (int64_t row = first_row; row < p.rows; row += row_step, ++j) {
+    const int s = j % S;
+    VI* xs = stage_x(s);
+    // Row j's copies (this thread's) have landed when at most the S - 1 later groups are pending.
+    if (S == 2) {
+      platform::cp_async_wait_groups<1>();
+    } else if (S == 3) {
+      platform::cp_async_wait_groups<2>();
+    } else {
+      platform::cp_async_wait_groups<3>();
+    }
+
+    RowStats<kRms> stats;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v < nvec) {
+        VI in = xs[i * G + t];
+        if constexpr (kAdd) {
+          const VI r = xs[slice + i * G + t];
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) in.v[k] = from_float<I>(to_float(in.v[k]) + to_float(r.v[k]));
+          in.store(static_cast<I*>(p.residual_out) + row * hidden + static_cast<int64_t>(v) * kVec);
+          xs[i * G + t] = in;
+        }
+        stats.add(in);
+      }
+    }
+
+    Floats<K> part;
+    if constexpr (kRms) {
+      part = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, 1, smem, phase);
+    } else {
+      part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
+    }
+    if (C > 1) {
+      // A one-warp CTA has no CTA barrier in its reduction: order its lanes' reads of the
+      // slots of row j - 1 before the push of row j (see the exchange note above).
+      if (G <= kWarp) __syncwarp();
+      if (t == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar[s], C * K * sizeof(float));
+      if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
+      if (t < C) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[s][rank][k], part.v[k], &exchange_bar[s], t);
+      }
+      platform::mbarrier_wait_parity(&exchange_bar[s], static_cast<unsigned>(j / S) & 1u);
+#pragma unroll
+      for (int k = 0; k < K; ++k) part.v[k] = slots[s][0][k];
+      for (int r = 1; r < C; ++r) {
+        Floats<K> next;
+#pragma unroll
+        for (int k = 0; k < K; ++k) next.v[k] = slots[s][r][k];
+        if constexpr (kRms) {
+          part = AddOp{}(part, next);
+        } else {
+          part = MeanVarOp{}(part, next);
+        }
+      }
+    }
+    const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
+    const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
+    if (t == 0 && rank == 0) {
+      p.rsigma[row] = rsigma;
+      if constexpr (!kRms) p.mu[row] = mean;
+    }
+    O* z = static_cast<O*>(p.z) + row * hidden;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v < nvec) {
+        store_output<kRms>(xs[i * G + t], g[i], b[i], mean, rsigma, gamma_shift, z + static_cast<int64_t>(v) * kVec, q);
+      }
+    }
+    // Refill this stage (this thread's own bytes, all read above) with the row after next.
+    issue(row + S * row_step, s);
+  }
+  if (C > 1 && j == 0) platform::cluster_wait_acquire();  // no row: complete the entry barrier
+  platform::allow_dependent_grid();
+  finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
+}
+
+}  // namespace normtune
