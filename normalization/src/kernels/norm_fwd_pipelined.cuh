@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(c
     if (C > 1) {
       // A one-warp CTA has no CTA barrier in its reduction: order its lanes' reads of the
       // slots of row j - 1 before the push of row j (see the exchange note above).
-      if (G <= kWarp) __syncwarp();
+      if (G <= kWarp) platform::sync_warp();
       if (t == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar[s], C * K * sizeof(float));
       if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
       if (t < C) {

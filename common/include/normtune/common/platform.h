@@ -124,6 +124,8 @@ __device__ __forceinline__ void cp_async_wait_all() {}
 __device__ __forceinline__ void cp_async_commit() {}
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait_groups() {}
+// The lanes of a wavefront run in lockstep on gfx9: nothing to wait for.
+__device__ __forceinline__ void sync_warp() {}
 // Cluster transaction barriers: never reached (no clusters on AMD); defined so that the
 // kernels compile unchanged.
 __device__ __forceinline__ void mbarrier_init(uint64_t*, unsigned) {}
@@ -267,6 +269,9 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
 __device__ __forceinline__ int cluster_rank() {
   return static_cast<int>(cooperative_groups::this_cluster().block_rank());
 }
+// The lanes of this warp wait for one another; their shared-memory accesses before it are
+// ordered before those after it.
+__device__ __forceinline__ void sync_warp() { __syncwarp(); }
 // The two halves of a cluster barrier, so that work can go between them. Every thread of
 // every CTA of the cluster calls them alternately, arrive first. relaxed: orders nothing
 // (e.g. "this CTA has started"); release/acquire: the writes before the arrive (to any CTA's
