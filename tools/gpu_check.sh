@@ -6,7 +6,8 @@
 #                    of the GPU tests
 #   SANITIZE_SCOPE   subset (default) or all: every gpu test under each of SANITIZE_TOOLS
 #                    (default memcheck racecheck initcheck synccheck), gtest shard
-#                    SANITIZE_SHARD=i/n of every suite (default 0/1)
+#                    SANITIZE_SHARD=i/n of every suite (default 0/1), or with SANITIZE_JOBS=j
+#                    all j shards at once (j processes per tool; SANITIZE_TIMEOUT=s each)
 #   BENCH_ARGS       extra arguments for normtune bench
 #   CTEST_GPU_JOBS   gpu tests run at once (default 2)
 # shellcheck source=tools/gpu_common.sh
@@ -52,18 +53,45 @@ if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == subset ]]; 
   done
 fi
 if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == all ]]; then
-  # Every gpu test under each tool, as gtest shard i of n of every suite (SANITIZE_SHARD=i/n,
-  # default 0/1: all of it), so that the whole label can be split over several runs. The
-  # tensors beyond 2^31 elements are left out (tens of GB under a sanitizer).
-  shard="${SANITIZE_SHARD:-0/1}"
-  step "compute-sanitizer (every gpu test, shard $shard)"
+  # Every gpu test under each tool. The work is cut into gtest shards: SANITIZE_SHARD=i/n runs
+  # shard i of n of every suite (default 0/1: all of it), so the label can be split over
+  # several runs; SANITIZE_JOBS=j (default 1) runs shards 0..j-1 of j of every (tool, suite),
+  # all of those processes at once on the one GPU, each under SANITIZE_TIMEOUT seconds if set
+  # (a timed-out run still shows how many tests it finished, and any finding so far). The tensors beyond 2^31 elements are left out (tens of GB
+  # under a sanitizer).
+  jobs="${SANITIZE_JOBS:-1}"
+  if (( jobs > 1 )); then
+    list=()
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+      for suite in platform forward backward reliability; do
+        for (( i = 0; i < jobs; ++i )); do list+=("$tool $suite $i $jobs"); done
+      done
+    done
+  else
+    shard="${SANITIZE_SHARD:-0/1}"
+    list=()
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+      for suite in platform forward backward reliability; do list+=("$tool $suite ${shard%/*} ${shard#*/}"); done
+    done
+  fi
+  at_once=$(( jobs > 1 ? ${#list[@]} : 1 ))
+  step "compute-sanitizer (every gpu test: ${#list[@]} runs, $at_once at once)"
+  export build out
+  printf '%s\n' "${list[@]}" | xargs -P "$at_once" -L 1 bash -c '
+    tool=$0 suite=$1 i=$2 n=$3
+    log="$out/sanitize_${tool}_${suite}_${i}of${n}.log"
+    GTEST_SHARD_INDEX=$i GTEST_TOTAL_SHARDS=$n timeout "${SANITIZE_TIMEOUT:-0}" \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_$suite" \
+      --gtest_filter="-ReliabilityGpu.TensorsBeyond*" >"$log" 2>&1
+    echo "rc $?" >>"$log"'
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
-    for suite in platform forward backward reliability; do
-      log="$out/sanitize_${tool}_${suite}_${shard/\//of}.log"
-      GTEST_SHARD_INDEX="${shard%/*}" GTEST_TOTAL_SHARDS="${shard#*/}" \
-        compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_$suite" \
-        --gtest_filter='-ReliabilityGpu.TensorsBeyond*' >"$log" 2>&1 || status=1
-      echo "$tool $suite: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$log" | head -1) $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
+    for log in "$out"/sanitize_"${tool}"_*.log; do
+      name=${log##*/sanitize_}
+      echo "${name%.log}: $(grep -oE 'Running [0-9]+ tests?' "$log" | head -1 | cut -d' ' -f2) tests, $(grep -cE '^\[       OK \]' "$log") ok, $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed;" \
+        "$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]' "$log" | head -1 | tr -s ' ') |" \
+        "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/=* *//') | $(tail -1 "$log")"
+      # (A shard with no test exits 255 under compute-sanitizer: nothing ran, nothing to find.)
+      grep -q '^rc 0$' "$log" || grep -q 'Running 0 tests' "$log" || status=1
     done
   done
 fi

@@ -142,25 +142,40 @@ def host_overhead():
     return out
 
 
-def train_steps():
-    """ms per training step of train_parity.py's model (bf16 autocast, AdamW), each norm."""
+TRAIN_RUNS = ("torch", "torch_compile", "normtune", "normtune_compile")
+
+
+def train_step_ms(name, steps=50):
+    """ms per training step of train_parity.py's model (bf16 autocast, AdamW) for one run, in
+    this process."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_parity import timing_step
+    step = timing_step(name.split("_")[0], name.endswith("_compile"))
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def train_steps(rounds=3):
+    """ms per training step for each norm, eager and compiled: every run in a fresh process
+    (a run after a torch.compile run shares its compile workers and host caches), the four
+    runs interleaved over `rounds` rounds, the median of each."""
+    import subprocess
+    times = {name: [] for name in TRAIN_RUNS}
+    for _ in range(rounds):
+        for name in TRAIN_RUNS:
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--train-step-only", name],
+                               check=True, capture_output=True, text=True)
+            times[name].append(float(r.stdout.strip().splitlines()[-1]))
     out = {}
-    for norm in ("torch", "normtune"):
-        for compiled in (False, True):
-            step = timing_step(norm, compiled)
-            for _ in range(10):
-                step()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(50):
-                step()
-            torch.cuda.synchronize()
-            name = f"{norm}{'_compile' if compiled else ''}"
-            out[name] = (time.perf_counter() - t0) / 50 * 1e3
-            print(f"train step {name}: {out[name]:.3f} ms", flush=True)
-            torch._dynamo.reset()
+    for name, ts in times.items():
+        out[name] = sorted(ts)[len(ts) // 2]
+        print(f"train step {name}: {out[name]:.3f} ms (median of {', '.join(f'{t:.3f}' for t in ts)})", flush=True)
     return out
 
 
@@ -170,7 +185,11 @@ def main():
     p.add_argument("--json", default="bench_torch.json")
     p.add_argument("--png", default="")
     p.add_argument("--no-train", action="store_true", help="skip the training-step timing")
+    p.add_argument("--train-step-only", choices=TRAIN_RUNS, help=argparse.SUPPRESS)  # one run, for train_steps()
     args = p.parse_args()
+    if args.train_step_only:
+        print(f"{train_step_ms(args.train_step_only):.4f}")
+        return
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     rows = bench_ops(args, flush)
     overhead = host_overhead()

@@ -5,7 +5,8 @@ time per step (torch.profiler), kernels launched per step, the kernels that touc
 the step waits on the host (Python, autograd, launches); more GPU time means slower or extra
 kernels. Needs a GPU.
 
-    python python/benchmarks/train_profile.py [--json out.json] [--steps 20]
+    python python/benchmarks/train_profile.py [--json out.json] [--steps 20] [--trace-dir DIR] [--runs ...]
+                                              [--in-process]
 """
 import argparse
 import json
@@ -32,7 +33,56 @@ _STALLING_CALLS = ("Synchronize", "cudaMemcpy", "cudaMalloc", "cudaFree", "cudaH
                    "aten::_local_scalar_dense")
 
 
-def profile(norm, compiled, steps, profiled=5):
+def gpu_gaps(trace_path, profiled):
+    """Where the GPU sat idle between kernels in a chrome trace, per step: the total, and the
+    largest contributors, each named by the kernel that ended the gap and the innermost CPU op
+    that launched it, with how much of the gap was the host launching late (the launch call
+    ended after the previous kernel had finished) rather than the GPU waiting on itself."""
+    with open(trace_path) as f:
+        events = json.load(f).get("traceEvents", [])
+    kernels = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e),
+                     key=lambda e: e["ts"])
+    launches = {e["args"].get("correlation"): e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op" and "dur" in e), key=lambda e: e["ts"])
+    starts = [e["ts"] for e in ops]
+
+    def launching_op(ts):
+        # The innermost CPU op running at ts: the latest-starting op that contains ts.
+        import bisect
+        i = bisect.bisect_right(starts, ts) - 1
+        while i >= 0:
+            if ops[i]["ts"] + ops[i]["dur"] >= ts:
+                return ops[i]["name"]
+            i -= 1
+        return "(no op)"
+
+    total, host_late, by_site = 0.0, 0.0, {}
+    for prev, cur in zip(kernels, kernels[1:]):
+        gap = cur["ts"] - (prev["ts"] + prev["dur"])
+        if gap <= 0:
+            continue
+        launch = launches.get(cur.get("args", {}).get("correlation"))
+        late = 0.0
+        site = "(launch not found)"
+        if launch is not None:
+            late = min(gap, max(0.0, launch["ts"] + launch["dur"] - (prev["ts"] + prev["dur"])))
+            site = launching_op(launch["ts"])
+        total += gap
+        host_late += late
+        key = (site[:80], cur["name"][:80])
+        agg = by_site.setdefault(key, [0.0, 0.0, 0])
+        agg[0] += gap
+        agg[1] += late
+        agg[2] += 1
+    top = sorted(by_site.items(), key=lambda kv: -kv[1][0])[:12]
+    ms = lambda us: us / profiled / 1e3  # noqa: E731
+    return {"idle_ms": ms(total), "host_late_ms": ms(host_late),
+            "top": [{"op": k[0], "kernel": k[1], "idle_ms": ms(v[0]), "host_late_ms": ms(v[1]), "count": v[2] / profiled}
+                    for k, v in top]}
+
+
+def profile(norm, compiled, steps, profiled=5, trace_dir=None):
     step = timing_step(norm, compiled)
     for _ in range(10):
         step()
@@ -48,6 +98,11 @@ def profile(norm, compiled, steps, profiled=5):
         for _ in range(profiled):
             step()
         torch.cuda.synchronize()
+    gaps = None
+    if trace_dir:
+        path = os.path.join(trace_dir, f"trace_{norm}{'_compile' if compiled else ''}.json")
+        prof.export_chrome_trace(path)
+        gaps = gpu_gaps(path, profiled)
     kernels = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA and device_time(e) > 0]
     per_step = lambda us: us / profiled / 1e3  # noqa: E731  (µs over the profiled steps -> ms per step)
     norm_kernels = [e for e in kernels if "norm" in e.key.lower() or "rsqrt" in e.key.lower()]
@@ -66,6 +121,7 @@ def profile(norm, compiled, steps, profiled=5):
                      for e in host_top],
         "host_stalls": [{"name": e.key[:120], "self_cpu_ms": per_step(e.self_cpu_time_total),
                          "count": e.count / profiled} for e in stalls],
+        "gpu_idle": gaps,
         "wall_ms": wall_ms,
         "gpu_ms": per_step(sum(device_time(e) for e in kernels)),
         "kernels_per_step": sum(e.count for e in kernels) / profiled,
@@ -80,12 +136,37 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--json", default="train_profile.json")
+    p.add_argument("--trace-dir", default=None,
+                   help="write each run's chrome trace here and report where the GPU sat idle between kernels")
+    p.add_argument("--runs", default="torch,torch_compile,normtune,normtune_compile",
+                   help="comma-separated subset of the four runs")
+    p.add_argument("--in-process", action="store_true",
+                   help="run every selected run in this process (by default each run is its own process: a run "
+                        "after a torch.compile run inherits its compile workers and measured 13.3 ms/step instead "
+                        "of 8.8 on the H200 in session 8)")
     args = p.parse_args()
+    runs = [r for r in args.runs.split(",") if r]
     out = {}
+    if len(runs) > 1 and not args.in_process:
+        import subprocess
+        import tempfile
+        for name in runs:
+            with tempfile.TemporaryDirectory() as tmp:
+                part = os.path.join(tmp, "run.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--runs", name, "--steps", str(args.steps),
+                       "--json", part] + (["--trace-dir", args.trace_dir] if args.trace_dir else [])
+                subprocess.run(cmd, check=True)
+                with open(part) as f:
+                    out.update(json.load(f)["runs"])
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "runs": out}, f, indent=1)
+        return
     for norm in ("torch", "normtune"):
         for compiled in (False, True):
             name = f"{norm}{'_compile' if compiled else ''}"
-            r = profile(norm, compiled, args.steps)
+            if name not in runs:
+                continue
+            r = profile(norm, compiled, args.steps, trace_dir=args.trace_dir)
             out[name] = r
             print(f"{name:18s} wall {r['wall_ms']:.3f} ms/step, GPU {r['gpu_ms']:.3f} ms/step, "
                   f"{r['kernels_per_step']:.0f} kernels/step, norm kernels {r['norm_gpu_ms']:.3f} ms/step", flush=True)
@@ -95,6 +176,13 @@ def main():
                 print(f"    host {k['self_cpu_ms']:.4f} ms x{k['count']:.0f}  {k['name']}", flush=True)
             for k in r["host_top"][:5]:
                 print(f"    host top {k['self_cpu_ms']:.4f} ms x{k['count']:.0f}  {k['name']}", flush=True)
+            if r["gpu_idle"]:
+                g = r["gpu_idle"]
+                print(f"    GPU idle {g['idle_ms']:.3f} ms/step between kernels, {g['host_late_ms']:.3f} of it launched late",
+                      flush=True)
+                for k in g["top"][:8]:
+                    print(f"      idle {k['idle_ms']:.4f} (late {k['host_late_ms']:.4f}) ms x{k['count']:.0f} before "
+                          f"{k['kernel']}  [launched in {k['op']}]", flush=True)
     with open(args.json, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "runs": out}, f, indent=1)
 

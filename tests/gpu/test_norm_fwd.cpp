@@ -596,8 +596,13 @@ TEST_F(NormFwdGpu, PipelinedEveryShapeThroughTheOverride) {
         c.multiprocessor_count = rows == 301 ? 1 + variant : 0;
         c.seed = static_cast<uint32_t>(k.hidden + rows + variant);
         SCOPED_TRACE(c.describe() + " " + config_string(k.plan));
-        const FwdResult r = run_fwd(c);
-        EXPECT_FALSE(r.kernel.tuned);
+        try {
+          const FwdResult r = run_fwd(c);
+          EXPECT_FALSE(r.kernel.tuned);
+        } catch (const std::exception& e) {  // a CUDA error: name the case (a trace is not printed for a throw)
+          set_forward_plan_override(nullptr);
+          FAIL() << e.what();
+        }
       }
     }
     set_forward_plan_override(nullptr);
