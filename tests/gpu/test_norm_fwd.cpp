@@ -30,6 +30,17 @@ class NormFwdGpu : public ::testing::Test {
   }
 };
 
+// The same, one test per parameter: the long-row suites are split so that gtest shards
+// (and a sanitizer run per shard) each get a part of them.
+template <typename P>
+class NormFwdGpuWith : public ::testing::TestWithParam<P> {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    setenv("NORMTUNE_WARN_FALLBACK", "0", 1);
+  }
+};
+
 // ---- every tuned entry, at its hidden size ---------------------------------------------
 class TunedFwdGpu : public TunedEntryGpu {};
 
@@ -64,23 +75,38 @@ constexpr Shape2 kOddShapes[] = {
     {7, 5000},  {19, 1000}, {99, 3000}, {2, 131072}, {5, 40960},
 };
 
-TEST_F(NormFwdGpu, OddShapesEveryDtypeBothNorms) {
-  uint32_t seed = 100;
-  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
-    for (DType t : kWide) {
-      for (const Shape2& s : kOddShapes) {
-        FwdCase c;
-        c.norm = norm;
-        c.wtype = c.itype = c.otype = t;
-        c.rows = s.rows;
-        c.hidden = s.hidden;
-        c.seed = ++seed;
-        run_fwd(c);
-        if (HasFailure()) return;
-      }
-    }
+struct NormAndType {
+  NormType norm;
+  DType t;
+};
+class OddShapesGpu : public NormFwdGpuWith<NormAndType> {};
+
+TEST_P(OddShapesGpu, EveryShape) {
+  const auto [norm, t] = GetParam();
+  uint32_t seed = 100 + 50 * static_cast<uint32_t>(norm) + static_cast<uint32_t>(t);
+  for (const Shape2& s : kOddShapes) {
+    FwdCase c;
+    c.norm = norm;
+    c.wtype = c.itype = c.otype = t;
+    c.rows = s.rows;
+    c.hidden = s.hidden;
+    c.seed = ++seed;
+    run_fwd(c);
+    if (HasFailure()) return;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(NormFwdGpu, OddShapesGpu,
+                         ::testing::Values(NormAndType{NormType::kRMSNorm, DType::kBFloat16},
+                                           NormAndType{NormType::kRMSNorm, DType::kFloat16},
+                                           NormAndType{NormType::kRMSNorm, DType::kFloat32},
+                                           NormAndType{NormType::kLayerNorm, DType::kBFloat16},
+                                           NormAndType{NormType::kLayerNorm, DType::kFloat16},
+                                           NormAndType{NormType::kLayerNorm, DType::kFloat32}),
+                         [](const ::testing::TestParamInfo<NormAndType>& i) {
+                           return detail::concat(i.param.norm == NormType::kRMSNorm ? "rmsnorm_" : "layernorm_",
+                                                       dtype_name(i.param.t));
+                         });
 
 TEST_F(NormFwdGpu, MixedTypes) {
   struct Types {
@@ -458,11 +484,12 @@ TEST_F(NormFwdGpu, LongRowsOnAClusterAtTheSplitBoundaries) {
 // elements), every variant, one row and a few, zero-centered gamma, the grid bounded by the
 // multiprocessor count (1: one cluster walks every row, each stage of the ring reused; with
 // staged, gamma and beta read from global memory) and the same bits twice.
-TEST_F(NormFwdGpu, PipelinedAndStagedLongRowsAtTheSplitBoundaries) {
+class PipelinedAndStagedLongRowsGpu : public NormFwdGpuWith<size_t> {};
+
+TEST_P(PipelinedAndStagedLongRowsGpu, AtTheSplitBoundaries) {
   if (!device_info(current_device()).supports_clusters) GTEST_SKIP() << "no thread-block clusters";
-  for (const size_t hidden : {size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65528},
-                              size_t{65536}, size_t{65544}, size_t{131072}, size_t{131080}, size_t{262144},
-                              size_t{262152}, size_t{524288}}) {
+  {  // (one hidden size per test)
+    const size_t hidden = GetParam();
     const FwdPlan heuristic = forward_plan(static_cast<int>(hidden), 8, true);
     ASSERT_EQ(heuristic.layout, FwdLayout::kPipelined) << hidden;
     // The staged plan of the same row: the fewest CTAs with slices of at most 2048 vectors.
@@ -504,7 +531,17 @@ TEST_F(NormFwdGpu, PipelinedAndStagedLongRowsAtTheSplitBoundaries) {
       set_forward_plan_override(nullptr);
     }
   }
-  // Mixed types: fp32 gamma with bf16 x (32-byte gamma vectors), fp32 in with bf16 out, fp16.
+}
+
+INSTANTIATE_TEST_SUITE_P(NormFwdGpu, PipelinedAndStagedLongRowsGpu,
+                         ::testing::Values(size_t{16392}, size_t{32760}, size_t{32768}, size_t{32776}, size_t{65528},
+                                           size_t{65536}, size_t{65544}, size_t{131072}, size_t{131080},
+                                           size_t{262144}, size_t{262152}, size_t{524288}),
+                         [](const ::testing::TestParamInfo<size_t>& i) { return detail::concat("h", i.param); });
+
+// Long rows with mixed types: fp32 gamma with bf16 x (32-byte gamma vectors), fp32 in with
+// bf16 out, fp16.
+TEST_F(NormFwdGpu, PipelinedLongRowsMixedTypes) {
   for (const auto& [w, i, o] : {std::tuple{DType::kFloat32, DType::kFloat32, DType::kBFloat16},
                                 std::tuple{DType::kFloat32, DType::kBFloat16, DType::kBFloat16},
                                 std::tuple{DType::kFloat16, DType::kFloat16, DType::kFloat16}}) {
@@ -566,49 +603,58 @@ TEST_F(NormFwdGpu, StagedOneCtaEveryRowsPerCta) {
 // and 8 vectors per thread, rows that leave the last CTA's slice partly empty, row counts
 // from 1 to many per cluster (each ring stage reused), every variant, bf16, fp16 and fp32
 // (4-element vectors), and the grid bounded to 1 and 3 SMs.
-TEST_F(NormFwdGpu, PipelinedEveryShapeThroughTheOverride) {
-  struct Case {
-    size_t hidden;
-    FwdPlan plan;
-    DType t;
-  };
+struct PipelinedCase {
+  size_t hidden;
+  int ctas, threads, vecs;
+  DType t;
+};
+class PipelinedEveryShapeGpu : public NormFwdGpuWith<PipelinedCase> {};
+
+TEST_P(PipelinedEveryShapeGpu, ThroughTheOverride) {
+  const PipelinedCase& k = GetParam();
+  const FwdPlan plan{.layout = FwdLayout::kPipelined, .vecs_per_thread = k.vecs, .threads_per_row = k.threads,
+                     .ctas_per_row = k.ctas};
   const bool clusters = device_info(current_device()).supports_clusters;
-  auto plan = [](int c, int g, int n) {
-    return FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = g, .ctas_per_row = c};
-  };
-  const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
-  for (const Case& k : {Case{2048, plan(1, 128, 2), bf}, Case{16384, plan(1, 256, 8), bf}, Case{2048, plan(2, 64, 2), hf},
-                        Case{8192, plan(16, 32, 2), bf}, Case{16000, plan(4, 128, 4), bf}, Case{8192, plan(8, 128, 2), f32},
-                        Case{24576, plan(2, 384, 8), f32}, Case{40000, plan(8, 160, 4), hf}}) {
-    if (k.plan.ctas_per_row > 1 && !clusters) continue;
-    const int vec = k.t == f32 ? 4 : 8;
-    ASSERT_TRUE(plan_fits(k.plan, static_cast<int>(k.hidden), vec, clusters)) << config_string(k.plan);
-    ASSERT_EQ(set_forward_plan_override(&k.plan), nullptr);
-    for (int variant = 0; variant < 3; ++variant) {
-      for (size_t rows : {size_t{1}, size_t{37}, size_t{301}}) {
-        FwdCase c;
-        c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
-        c.fused_add = variant == 2;
-        c.wtype = c.itype = c.otype = k.t;
-        c.rows = rows;
-        c.hidden = k.hidden;
-        c.zero_centered_gamma = rows == 37;
-        c.multiprocessor_count = rows == 301 ? 1 + variant : 0;
-        c.seed = static_cast<uint32_t>(k.hidden + rows + variant);
-        SCOPED_TRACE(c.describe() + " " + config_string(k.plan));
-        try {
-          const FwdResult r = run_fwd(c);
-          EXPECT_FALSE(r.kernel.tuned);
-        } catch (const std::exception& e) {  // a CUDA error: name the case (a trace is not printed for a throw)
-          set_forward_plan_override(nullptr);
-          FAIL() << e.what();
-        }
+  if (plan.ctas_per_row > 1 && !clusters) GTEST_SKIP() << "no thread-block clusters";
+  const int vec = k.t == DType::kFloat32 ? 4 : 8;
+  ASSERT_TRUE(plan_fits(plan, static_cast<int>(k.hidden), vec, clusters)) << config_string(plan);
+  ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
+  for (int variant = 0; variant < 3; ++variant) {
+    for (size_t rows : {size_t{1}, size_t{37}, size_t{301}}) {
+      FwdCase c;
+      c.norm = variant == 1 ? NormType::kLayerNorm : NormType::kRMSNorm;
+      c.fused_add = variant == 2;
+      c.wtype = c.itype = c.otype = k.t;
+      c.rows = rows;
+      c.hidden = k.hidden;
+      c.zero_centered_gamma = rows == 37;
+      c.multiprocessor_count = rows == 301 ? 1 + variant : 0;
+      c.seed = static_cast<uint32_t>(k.hidden + rows + variant);
+      SCOPED_TRACE(c.describe() + " " + config_string(plan));
+      try {
+        const FwdResult r = run_fwd(c);
+        EXPECT_FALSE(r.kernel.tuned);
+      } catch (const std::exception& e) {  // a CUDA error: name the case (a trace is not printed for a throw)
+        set_forward_plan_override(nullptr);
+        FAIL() << e.what();
       }
     }
-    set_forward_plan_override(nullptr);
-    if (HasFailure()) return;
   }
+  set_forward_plan_override(nullptr);
 }
+
+// One CTA and clusters of 2-16, one-warp CTAs, 2/4/8 vectors per thread, each dtype; 1, 37
+// and 301 rows (301 on a grid of 1-3 SMs: every stage of the ring reused many times).
+INSTANTIATE_TEST_SUITE_P(
+    NormFwdGpu, PipelinedEveryShapeGpu,
+    ::testing::Values(PipelinedCase{2048, 1, 128, 2, DType::kBFloat16}, PipelinedCase{16384, 1, 256, 8, DType::kBFloat16},
+                      PipelinedCase{2048, 2, 64, 2, DType::kFloat16}, PipelinedCase{8192, 16, 32, 2, DType::kBFloat16},
+                      PipelinedCase{16000, 4, 128, 4, DType::kBFloat16}, PipelinedCase{8192, 8, 128, 2, DType::kFloat32},
+                      PipelinedCase{24576, 2, 384, 8, DType::kFloat32}, PipelinedCase{40000, 8, 160, 4, DType::kFloat16}),
+    [](const ::testing::TestParamInfo<PipelinedCase>& i) {
+      const PipelinedCase& k = i.param;
+      return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t));
+    });
 
 // A staged plan the device cannot hold (a slice larger than the shared memory of a CTA) is
 // not launched: the general kernel streams the rows instead, with correct results.
