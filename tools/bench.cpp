@@ -43,8 +43,9 @@ const char* const kHelp = R"(normtune bench [options]
                      its own baselines (default bf16; --dtypes is the same option)
     --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
                      scaled e4m3, scale 8, amax and scale_inv written), mxfp8 (row-wise
-                     e4m3, an E8M0 scale per 32 elements, compact layout); each a pass over
-                     the shapes (the backward ops run in the `same` pass only)
+                     e4m3, an E8M0 scale per 32 elements, compact layout), mxfp8c (mxfp8
+                     plus the column-wise copy, an E8M0 scale per 32 rows of a column); each
+                     a pass over the shapes (the backward ops run in the `same` pass only)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
@@ -58,14 +59,15 @@ const char* const kHelp = R"(normtune bench [options]
   of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
   gamma, write z, residual_out, rsigma (z: FP8 a byte per element, MXFP8 plus one scale
-  byte per 32); backward = read dz, x, rsigma (+mu), gamma (+add),
+  byte per 32, mxfp8c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
   write dx, dgamma (+dbeta). The backward's fp32 partials (workspace, allocated outside the
   timed region) cost time but are not counted. Backward is timed as a whole (main kernel +
   finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
   reads two tensors and writes two; for a backward one that reads two (three with add) and
   writes one. FP8 and MXFP8 z: a cast of x to fp8 e4m3 (reads x, writes a byte per element;
-  with the fused add, also writes x + residual); MXFP8 rows also time the unfused way, the
-  norm into x's dtype then a separate MXFP8 quantization pass, and print the fused speedup.
+  with the fused add, also writes x + residual); mxfp8c RMSNorm/LayerNorm: x read once and
+  cast to two fp8 outputs (cast8x2). mxfp8 rows also time the unfused way, the norm into
+  x's dtype then a separate row-wise MXFP8 quantization pass, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
 
@@ -130,7 +132,7 @@ Options parse(const std::vector<std::string_view>& args) {
       o.outs.clear();
       for (const auto& name : split(value(i), ',')) {
         ZFormat f;
-        NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name, ": expected same, fp8 or mxfp8");
+        NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name, ": expected same, fp8, mxfp8 or mxfp8c");
         o.outs.push_back(f);
       }
     } else if (a == "--shapes") {
@@ -273,7 +275,7 @@ int run(const std::vector<std::string_view>& args) {
       };
 
       for (const ZFormat out : o.outs) {
-        if (out == ZFormat::kMxfp8 && hidden % 32 != 0) {
+        if (is_mxfp8(out) && hidden % 32 != 0) {
           std::printf("(%zux%zu: no MXFP8 pass, hidden is not a multiple of 32)\n", rows, hidden);
           continue;
         }
@@ -324,7 +326,10 @@ int run(const std::vector<std::string_view>& args) {
           }
           r.t = timer.time(call, o.warmup, o.reps);
           std::function<void(cudaStream_t)> base;
-          if (!backward && out != ZFormat::kSame) {
+          if (out == ZFormat::kMxfp8Colwise && op.stage == Stage::kForward) {
+            r.base_name = "cast8x2";  // x read once, both fp8 outputs written
+            base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
+          } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;
             r.base_name = with_add ? "add+cast8" : "cast8";
             base = [&, with_add](cudaStream_t s) {

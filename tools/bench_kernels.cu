@@ -90,6 +90,26 @@ __global__ void mxfp8_quantize_kernel(const T* __restrict__ x, uint8_t* __restri
   }
 }
 
+// The bytes of a norm with a row-wise and a column-wise MXFP8 output: x read once, two fp8
+// codes per element written (d and e; both a cast here), 16-byte vectors, grid-stride.
+template <typename T>
+__global__ void cast_fp8_twice_kernel(const uint4* __restrict__ a, uint8_t* __restrict__ d, uint8_t* __restrict__ e,
+                                      size_t nvec) {
+  constexpr int kN = sizeof(uint4) / sizeof(T);
+  using Codes = std::conditional_t<kN == 8, uint2, std::conditional_t<kN == 4, uint32_t, uint4>>;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < nvec;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 x = a[i];
+    Codes out;
+    uint8_t* codes = reinterpret_cast<uint8_t*>(&out);
+    const T* xs = reinterpret_cast<const T*>(&x);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k])).bits;
+    reinterpret_cast<Codes*>(d)[i] = out;
+    reinterpret_cast<Codes*>(e)[i] = out;
+  }
+}
+
 constexpr int kThreads = 512;
 
 unsigned grid_for(size_t n, int sm_count) {
@@ -120,6 +140,16 @@ void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, si
     cast_fp8_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
         static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
         nvec);
+  });
+  NORMTUNE_CHECK_LAUNCH();
+}
+
+void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
+                           cudaStream_t stream) {
+  const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
+  with_wide_type(t, "launch_cast_fp8_twice", [&](auto tag) {
+    cast_fp8_twice_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }

@@ -26,6 +26,11 @@ void launch_three_reads(const void* a, const void* b, const void* c, void* d, si
 void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
                      cudaStream_t stream);
 
+// d = e = fp8 e4m3(a): x read once, two codes per element written. The baseline of a norm
+// with a row-wise and a column-wise MXFP8 output.
+void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
+                           cudaStream_t stream);
+
 // A separate row-wise MXFP8 e4m3 quantization of x [rows, hidden] (hidden % 32 == 0): codes
 // into z, E8M0 scales into scales (compact, scale_cols per row). What an unfused norm + MXFP8
 // would run after the norm.

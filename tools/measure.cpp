@@ -30,7 +30,7 @@ Workspace::Workspace(const CallWithWorkspace& call, cudaStream_t stream) {
 }
 
 bool z_format_from_name(std::string_view name, ZFormat* out) {
-  for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8}) {
+  for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8, ZFormat::kMxfp8Colwise}) {
     if (name == z_format_name(f)) {
       *out = f;
       return true;
@@ -44,6 +44,7 @@ const char* z_format_name(ZFormat f) {
     case ZFormat::kSame: return "same";
     case ZFormat::kFp8: return "fp8";
     case ZFormat::kMxfp8: return "mxfp8";
+    case ZFormat::kMxfp8Colwise: return "mxfp8c";
   }
   return "?";
 }
@@ -62,7 +63,7 @@ std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) 
 }
 
 NVTETensor z_handle(ZFormat f) {
-  return nvte_create_tensor(f == ZFormat::kMxfp8 ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+  return nvte_create_tensor(is_mxfp8(f) ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
 }
 void set_param(NVTETensor h, NVTETensorParam param, void* p, std::vector<size_t> shape, DType t) {
   const NVTEBasicTensor b{p, static_cast<NVTEDType>(t), nvte_make_shape(shape.data(), shape.size())};
@@ -92,24 +93,43 @@ ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
     set_param(handle_, kNVTEScale, scale_->ptr, {1}, DType::kFloat32);
     set_param(handle_, kNVTEAmax, amax_->ptr, {1}, DType::kFloat32);
     set_param(handle_, kNVTERowwiseScaleInv, scale_inv_->ptr, {1}, DType::kFloat32);
-  } else if (format == ZFormat::kMxfp8) {
+  } else if (is_mxfp8(format)) {
     // TransformerEngine's padded row-wise scale shape, compact layout.
     NORMTUNE_CHECK(hidden % kMxBlockSize == 0, "MXFP8 z: hidden ", hidden, " is not a multiple of 32");
     scale_cols_ = round_up(hidden / kMxBlockSize, 4);
     const size_t scale_rows = round_up(rows, 128);
     block_scales_ = std::make_unique<DeviceMem>(scale_rows * scale_cols_);
     set_param(handle_, kNVTERowwiseScaleInv, block_scales_->ptr, {scale_rows, scale_cols_}, DType::kFloat8E8M0);
+    if (format == ZFormat::kMxfp8Colwise) {
+      // Column-wise: data of the row-wise shape, scales [roundup(ceil(rows / 32), 4), roundup(hidden, 128)].
+      colwise_scale_rows_ = round_up((rows + kMxBlockSize - 1) / kMxBlockSize, 4);
+      colwise_scale_cols_ = round_up(hidden, 128);
+      colwise_data_ = std::make_unique<DeviceMem>(dtype_storage_bytes(dtype_, rows * hidden));
+      colwise_scales_ = std::make_unique<DeviceMem>(colwise_scale_rows_ * colwise_scale_cols_);
+      set_param(handle_, kNVTEColumnwiseData, colwise_data_->ptr, {rows, hidden}, dtype_);
+      set_param(handle_, kNVTEColumnwiseScaleInv, colwise_scales_->ptr, {colwise_scale_rows_, colwise_scale_cols_},
+                DType::kFloat8E8M0);
+    }
   }
 }
 
 ZOutput::~ZOutput() { nvte_destroy_tensor(handle_); }
 
-size_t ZOutput::data_bytes() const { return dtype_storage_bytes(dtype_, rows_ * hidden_); }
+size_t ZOutput::data_bytes() const {
+  return dtype_storage_bytes(dtype_, rows_ * hidden_) * (format_ == ZFormat::kMxfp8Colwise ? 2 : 1);
+}
 
-size_t ZOutput::scale_bytes() const { return format_ == ZFormat::kMxfp8 ? rows_ * hidden_ / kMxBlockSize : 0; }
+size_t ZOutput::scale_bytes() const {
+  if (!is_mxfp8(format_)) return 0;
+  return rows_ * hidden_ / kMxBlockSize * (format_ == ZFormat::kMxfp8Colwise ? 2 : 1);
+}
 
 void ZOutput::poison(cudaStream_t stream) const {
-  NORMTUNE_CUDA_CHECK(cudaMemsetAsync(data_.ptr, 0xFF, data_bytes(), stream));
+  NORMTUNE_CUDA_CHECK(cudaMemsetAsync(data_.ptr, 0xFF, dtype_storage_bytes(dtype_, rows_ * hidden_), stream));
+  if (colwise_data_) {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(colwise_data_->ptr, 0xFF, dtype_storage_bytes(dtype_, rows_ * hidden_), stream));
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(colwise_scales_->ptr, 0xFF, colwise_scale_rows_ * colwise_scale_cols_, stream));
+  }
   if (block_scales_) {
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(block_scales_->ptr, 0xFF, round_up(rows_, 128) * scale_cols_, stream));
   }
@@ -127,11 +147,26 @@ std::vector<double> ZOutput::row(size_t r) const {
   if (format_ == ZFormat::kFp8) {
     const double inv = scale_inv();
     for (double& x : v) x *= inv;
-  } else if (format_ == ZFormat::kMxfp8) {
+  } else if (is_mxfp8(format_)) {
     host_scales_.resize(scale_cols_);
     NORMTUNE_CUDA_CHECK(cudaMemcpy(host_scales_.data(), static_cast<const uint8_t*>(block_scales_->ptr) + r * scale_cols_,
                                    scale_cols_, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < hidden_; ++i) v[i] *= e8m0_to_float(host_scales_[i / kMxBlockSize]);
+  }
+  return v;
+}
+
+std::vector<double> ZOutput::colwise_row(size_t r, std::vector<double>* scales) const {
+  NORMTUNE_CHECK(colwise_data_ != nullptr, "colwise_row: z has no column-wise data");
+  std::vector<double> v = download(colwise_data_->ptr, dtype_, r * hidden_, hidden_);
+  std::vector<uint8_t> e(hidden_);
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(e.data(), static_cast<const uint8_t*>(colwise_scales_->ptr) +
+                                               (r / kMxBlockSize) * colwise_scale_cols_,
+                                 hidden_, cudaMemcpyDeviceToHost));
+  scales->resize(hidden_);
+  for (size_t i = 0; i < hidden_; ++i) {
+    (*scales)[i] = e8m0_to_float(e[i]);
+    v[i] *= (*scales)[i];
   }
   return v;
 }
@@ -143,6 +178,7 @@ double ZOutput::tolerance(double want, size_t col) const {
     // the nearest), subnormal spacing 2^-9 in the scaled domain.
     case ZFormat::kFp8: return std::fabs(want) / 8 + std::ldexp(1.0, -9) / kFp8Scale + 1e-5;
     case ZFormat::kMxfp8:
+    case ZFormat::kMxfp8Colwise:
       return std::fabs(want) / 8 + std::ldexp(1.0, -9) * e8m0_to_float(host_scales_[col / kMxBlockSize]) + 1e-5;
   }
   return 0;
@@ -254,7 +290,7 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
     in.itype = t;
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::vector<double> got = z.row(r);
-    if (z.format() == ZFormat::kMxfp8) {
+    if (is_mxfp8(z.format())) {
       // Each block's scale: e8m0(amax / 448) rounded up, from the fp64 values; one step off
       // only where amax / 448 is within fp32 error of a power of two.
       for (size_t b = 0; b < hidden / kMxBlockSize; ++b) {
@@ -277,6 +313,21 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
                      "x", hidden, " row ", r, " col ", h, ": z ", got[h], " (", z_format_name(z.format()),
                      "), reference ", want.z[h]);
       sampled_amax = std::max(sampled_amax, std::fabs(want.z[h]));
+    }
+    if (z.format() == ZFormat::kMxfp8Colwise) {
+      // The column-wise copy: each value within a code (one either side) at its column
+      // block's scale, as the row-wise one; the scale must fit the value (|value| <= 448 x
+      // scale, up to fp32 error). (The scale's exactness needs the block's 32 rows: the GPU
+      // tests check it.)
+      std::vector<double> col_scale;
+      const std::vector<double> col = z.colwise_row(r, &col_scale);
+      for (size_t h = 0; h < hidden; ++h) {
+        const double tol = std::fabs(want.z[h]) / 8 + std::ldexp(1.0, -9) * col_scale[h] + 1e-5;
+        NORMTUNE_CHECK(std::isfinite(col[h]) && std::fabs(col[h] - want.z[h]) <= tol &&
+                           std::fabs(want.z[h]) <= 448.0 * col_scale[h] * (1 + 1e-5),
+                       "verify ", op.name, " ", rows, "x", hidden, " row ", r, " col ", h, ": column-wise z ", col[h],
+                       " (block scale ", col_scale[h], "), reference ", want.z[h]);
+      }
     }
   }
   if (z.format() == ZFormat::kFp8) {

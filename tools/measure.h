@@ -50,10 +50,12 @@ class Workspace {
 };
 
 // What a forward call writes as z: x's dtype, per-tensor-scaled FP8 e4m3 (scale kFp8Scale;
-// amax and scale_inv written too) or MXFP8 e4m3, row-wise, with compact E8M0 scales.
-enum class ZFormat { kSame, kFp8, kMxfp8 };
+// amax and scale_inv written too), MXFP8 e4m3 row-wise with compact E8M0 scales, or MXFP8
+// e4m3 row-wise and column-wise (32x1 blocks), both with compact scales.
+enum class ZFormat { kSame, kFp8, kMxfp8, kMxfp8Colwise };
 inline constexpr float kFp8Scale = 8.f;
-bool z_format_from_name(std::string_view name, ZFormat* out);  // "same", "fp8", "mxfp8"
+bool z_format_from_name(std::string_view name, ZFormat* out);  // "same", "fp8", "mxfp8", "mxfp8c"
+inline bool is_mxfp8(ZFormat f) { return f == ZFormat::kMxfp8 || f == ZFormat::kMxfp8Colwise; }
 const char* z_format_name(ZFormat f);
 
 // z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor.
@@ -69,6 +71,8 @@ class ZOutput {
   void* data() const { return data_.ptr; }
   void* block_scales() const { return block_scales_ ? block_scales_->ptr : nullptr; }  // MXFP8
   size_t scale_cols() const { return scale_cols_; }
+  void* colwise_data() const { return colwise_data_ ? colwise_data_->ptr : nullptr; }  // MXFP8 column-wise
+  // Bytes of the data the call writes (MXFP8 with column-wise data: both copies).
   size_t data_bytes() const;
   // Bytes the call writes besides the data (MXFP8: one scale per 32 elements).
   size_t scale_bytes() const;
@@ -82,6 +86,9 @@ class ZOutput {
   double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
   uint8_t block_exponent(size_t col) const;
+  // MXFP8 with column-wise data: row r of the column-wise output, each element dequantized
+  // with its column's scale for r's 32-row block (those scales into *scales).
+  std::vector<double> colwise_row(size_t r, std::vector<double>* scales) const;
   // Per-tensor FP8: the amax and scale_inv the call wrote.
   float amax() const;
   float scale_inv() const;
@@ -91,7 +98,8 @@ class ZOutput {
   DType dtype_;
   size_t rows_, hidden_, scale_cols_ = 0;
   DeviceMem data_;
-  std::unique_ptr<DeviceMem> scale_, amax_, scale_inv_, block_scales_;
+  std::unique_ptr<DeviceMem> scale_, amax_, scale_inv_, block_scales_, colwise_data_, colwise_scales_;
+  size_t colwise_scale_rows_ = 0, colwise_scale_cols_ = 0;
   mutable std::vector<uint8_t> host_scales_;
   NVTETensor handle_;
 };

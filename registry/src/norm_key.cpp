@@ -43,6 +43,7 @@ std::string to_string(const NormKey& key) {
   if (key.scaling != ScalingMode::kNone) s += detail::concat(" scaling=", scaling_mode_name(key.scaling));
   if (key.flags & kFlagZeroCenteredGamma) s += " zero_centered_gamma";
   if (key.flags & kFlagSwizzledScales) s += " swizzled_scales";
+  if (key.flags & kFlagColumnwise) s += " columnwise";
   return s;
 }
 

@@ -92,5 +92,44 @@ TEST(MxScale, SwizzledOffsetsFollowTheGemmTileLayout) {
   }
 }
 
+// Column-wise scales (TransformerEngine's MXFP8 column-wise usage): one per 32 rows of a
+// column, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)].
+TEST(MxScale, ColumnwiseShape) {
+  EXPECT_EQ(mx_colwise_scale_rows(1), 4);
+  EXPECT_EQ(mx_colwise_scale_rows(32), 4);
+  EXPECT_EQ(mx_colwise_scale_rows(128), 4);
+  EXPECT_EQ(mx_colwise_scale_rows(129), 8);  // 5 blocks of rows, the last partial
+  EXPECT_EQ(mx_colwise_scale_rows(200), 8);
+  EXPECT_EQ(mx_colwise_scale_cols(96), 128);
+  EXPECT_EQ(mx_colwise_scale_cols(4096), 4096);
+  EXPECT_EQ(mx_colwise_scale_cols(7168), 7168);
+  EXPECT_EQ(mx_colwise_scale_cols(160), 256);
+  EXPECT_EQ(mx_colwise_scale_offset(3, 5, 200, 4096, false), 3 * 4096 + 5);
+}
+
+// Swizzled column-wise scales are the row-wise scales of the transpose (a GEMM reads the
+// column-wise operand as [hidden, rows]): column c is that tensor's row, the 32-row block its
+// 32-element block. So the offset equals mx_scale_offset(c, rb, rows', true) for a row length
+// rows' with as many blocks, and the map is a bijection onto the padded tensor.
+TEST(MxScale, SwizzledColumnwiseOffsetsAreTheTransposesRowwiseOffsets) {
+  for (const int64_t rows : {int64_t{1}, int64_t{37}, int64_t{128}, int64_t{200}, int64_t{520}}) {
+    for (const int64_t hidden : {int64_t{96}, int64_t{160}, int64_t{4096}}) {
+      const int64_t blocks = mx_colwise_scale_rows(rows);
+      const int64_t transposed_row = blocks * kMxBlock;  // a row of `blocks` 32-element blocks
+      ASSERT_EQ(mx_scale_cols(transposed_row), blocks);
+      std::set<int64_t> seen;
+      for (int64_t rb = 0; rb < blocks; ++rb) {
+        for (int64_t c = 0; c < mx_colwise_scale_cols(hidden); ++c) {
+          const int64_t o = mx_colwise_scale_offset(rb, c, rows, hidden, true);
+          ASSERT_EQ(o, mx_scale_offset(c, rb, transposed_row, true)) << rows << " " << hidden << " " << rb << "," << c;
+          ASSERT_GE(o, 0);
+          ASSERT_LT(o, blocks * mx_colwise_scale_cols(hidden));
+          ASSERT_TRUE(seen.insert(o).second) << rb << "," << c;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normtune

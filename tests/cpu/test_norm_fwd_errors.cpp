@@ -287,7 +287,7 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
 
 // MXFP8 z: FP8 data, hidden divisible by 32, E8M0 scales of TransformerEngine's padded shape
 // [roundup(rows, 128), roundup(hidden / 32, 4)] = [128, 128] here; no per-tensor buffers, no
-// column-wise data yet; 16-byte aligned data.
+// column-wise data with its own scales optionally; 16-byte aligned data.
 TEST_F(FwdErrors, Mxfp8OutputBuffers) {
   auto expect = [&](const Handle& out, const char* fragment) {
     EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, out, rsigma, workspace, 0, false, nullptr); },
@@ -321,9 +321,72 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
   mx.set_param(kNVTEAmax, nullptr, {1}, kNVTEFloat32);  // TensorWrapper's placeholder: no buffer
   mx.set_param(kNVTEScale, nullptr, {1}, kNVTEFloat32);
   expect_rejected_after_the_data_checks([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); });
+  // Column-wise data: the row-wise data's dtype and shape, its own scales
+  // [roundup(ceil(rows / 32), 4), roundup(hidden, 128)] = [4, 4096] for 8 x 4096, no amax.
+  mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E5M2);
+  expect(mx, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected fp8e4m3 of shape [8, 4096] (the row-wise "
+             "data's), got fp8e5m2 of shape [8, 4096]");
+  mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kRows}, kNVTEFloat8E4M3);  // transposed: TE's is not
+  expect(mx, "got fp8e4m3 of shape [4096, 8]");
   mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E4M3);
-  expect(mx, "argument 'z': expected row-wise data only (column-wise MXFP8 is not supported yet)");
+  expect(mx, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected the column-wise E8M0 block "
+             "scales, e8m0 of shape [4, 4096], got none");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {1, 4096}, kNVTEFloat8E8M0);
+  expect(mx, "expected e8m0 of shape [4, 4096] = [roundup(ceil(rows / 32), 4), roundup(hidden, 128)], got e8m0 of "
+             "shape [1, 4096]");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4, 4096}, kNVTEFloat32);
+  expect(mx, "got fp32 of shape [4, 4096]");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4, 4096}, kNVTEFloat8E8M0);
+  mx.set_param(kNVTEColumnwiseAmax, fake(0xA00300), {1}, kNVTEFloat32);
+  expect(mx, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected no buffer (an MXFP8 z has block scales "
+             "only)");
+  mx.set_param(kNVTEColumnwiseAmax, nullptr, {1}, kNVTEFloat32);
+  expect_rejected_after_the_data_checks([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, mx, rsigma, workspace, 0, false, nullptr); });
+  expect_rejected_after_the_data_checks([&] {
+    nvte_layernorm_fwd(x, gamma, beta, 1e-5f, mx, mu, rsigma, workspace, 0, false, nullptr);
+  });
+  // Its data: present, 16-byte aligned, apart from every argument and the other scales.
+  mx.set_param(kNVTEColumnwiseData, nullptr, {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect(mx, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a device pointer to 32768 elements, got NULL");
+  mx.set_param(kNVTEColumnwiseData, fake(0xC00008), {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect(mx, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a 16-byte aligned pointer (MXFP8)");
+  mx.set_param(kNVTEColumnwiseData, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);  // z's row-wise data
+  expect(mx, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected memory separate from 'z'");
+  mx.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E4M3);
+  mx.set_param(kNVTEColumnwiseScaleInv, nullptr, {4, 4096}, kNVTEFloat8E8M0);
+  expect(mx, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected a device pointer to 16384 E8M0 "
+             "scales, got NULL");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xB00000 + 64), {4, 4096}, kNVTEFloat8E8M0);
+  expect(mx, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected memory separate from "
+             "'z.scale_inv (kNVTERowwiseScaleInv)'");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xC00000 + 1024), {4, 4096}, kNVTEFloat8E8M0);
+  expect(mx, "expected memory separate from 'z.columnwise_data (kNVTEColumnwiseData)'");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0x100000), {4, 4096}, kNVTEFloat8E8M0);
+  expect(mx, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected memory separate from 'x'");
+  mx.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4, 4096}, kNVTEFloat8E8M0);
+  // 200 rows: ceil(200 / 32) = 7 column blocks, padded to 8.
+  {
+    Handle x200{fake(0x100000), {200, kHidden}, kNVTEBFloat16}, rs200{fake(0x600000), {200}, kNVTEFloat32};
+    Handle mx200{NVTE_MXFP8_1D_SCALING, fake(0x400000), {200, kHidden}, kNVTEFloat8E4M3};
+    mx200.set_param(kNVTERowwiseScaleInv, fake(0xF00000), {256, 128}, kNVTEFloat8E8M0);
+    mx200.set_param(kNVTEColumnwiseData, fake(0x1400000), {200, kHidden}, kNVTEFloat8E4M3);
+    mx200.set_param(kNVTEColumnwiseScaleInv, fake(0x1600000), {7, 4096}, kNVTEFloat8E8M0);
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x200, gamma, 1e-5f, mx200, rs200, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("expected e8m0 of shape [8, 4096]")));
+    mx200.set_param(kNVTEColumnwiseScaleInv, fake(0x1600000), {8, 4096}, kNVTEFloat8E8M0);
+    expect_rejected_after_the_data_checks(
+        [&] { nvte_rmsnorm_fwd(x200, gamma, 1e-5f, mx200, rs200, workspace, 0, false, nullptr); });
+  }
+  // Column-wise data alone is refused (the norm's output is read row-wise first).
+  {
+    Handle conly{NVTE_MXFP8_1D_SCALING, nullptr, {0}, kNVTEFloat8E4M3};
+    conly.set_param(kNVTEColumnwiseData, fake(0xC00000), {kRows, kHidden}, kNVTEFloat8E4M3);
+    conly.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4, 4096}, kNVTEFloat8E8M0);
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, conly, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z': expected row-wise data (column-wise data alone is not supported)")));
+  }
   mx.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat8E4M3);
+  mx.set_param(kNVTEColumnwiseScaleInv, nullptr, {0}, kNVTEFloat8E8M0);
   // Data: the scales present and apart from every argument; the rest 16-byte aligned.
   mx.set_param(kNVTERowwiseScaleInv, nullptr, {128, 128}, kNVTEFloat8E8M0);
   expect(mx, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a device pointer to 16384 E8M0 scales, got NULL");

@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 
 TEST(NormKey, RoundTripsEveryFieldCombinationThatMatters) {
   // Every norm x stage x (wtype, itype, otype, ctype) over every dtype x scaling x flags at
-  // a few hidden sizes: 2 * 4 * 11^4 * 5 * 4 * 3 = 7 million keys.
+  // a few hidden sizes: 2 * 4 * 11^4 * 5 * 8 * 3 = 14 million keys.
   size_t checked = 0;
   for (int n = 0; n < kNumNormTypes; ++n)
     for (int s = 0; s < kNumStages; ++s)
@@ -31,7 +31,8 @@ TEST(NormKey, RoundTripsEveryFieldCombinationThatMatters) {
                     if (!(back == k)) FAIL() << "round trip broke for " << to_string(k);
                     ++checked;
                   }
-  EXPECT_EQ(checked, size_t{2} * 4 * 14641 * 5 * 4 * 3);
+  EXPECT_EQ(checked, size_t{2} * 4 * 14641 * 5 * (kAllKeyFlags + 1) * 3);
+  EXPECT_EQ(kAllKeyFlags + 1, 8);  // zero-centered gamma, swizzled scales, column-wise output
 }
 
 TEST(NormKey, DistinctKeysPackToDistinctBits) {
@@ -188,10 +189,12 @@ TEST(MakeKey, EntryKeyClearsOnlyRunTimeFlags) {
   NormKey k = make_key(NormType::kRMSNorm, Stage::kForward, DType::kFloat32, DType::kFloat32, DType::kFloat32, 512,
                        ScalingMode::kMxfp8_1D, true);
   k.flags |= kFlagSwizzledScales;  // the scale layout: a run-time argument of the kernel
+  k.flags |= kFlagColumnwise;      // so is column-wise output (the general entry's row-tile kernel)
   EXPECT_EQ(k.entry_key().flags, 0);
   EXPECT_EQ(k.general().flags, 0);
   EXPECT_EQ(k.entry_key().scaling, ScalingMode::kMxfp8_1D);  // the scaling mode is part of the entry
-  EXPECT_EQ(kRunTimeKeyFlags, kFlagZeroCenteredGamma | kFlagSwizzledScales);
+  EXPECT_EQ(kRunTimeKeyFlags, kFlagZeroCenteredGamma | kFlagSwizzledScales | kFlagColumnwise);
+  EXPECT_THAT(to_string(k), HasSubstr("swizzled_scales columnwise"));
 }
 
 TEST(MakeKey, BackwardKeyNeedsOtypeEqualToItype) {

@@ -813,12 +813,79 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
   }
 }
 
+// MXFP8 blocks against the fp64 reference output: per block (its elements' indices, the
+// offset of its scale), E equal to the reference's except where the block's amax / fp8_max
+// is within rounding of a power of two (one step), and each code, taken with the kernel's E,
+// equal to the reference's except at midpoint straddles. Counts what it saw in `tally`.
+struct MxTally {
+  size_t scale_diffs = 0, flips = 0, wrong = 0, blocks = 0, codes = 0;
+};
+void check_mx_block(const std::vector<double>& want, const HostArray& z, const HostArray& scales, DType o,
+                    const std::vector<size_t>& elems, size_t at, std::vector<bool>& written, MxTally& tally,
+                    const std::string& what) {
+  const float max = fp8_max(o);
+  double amax = 0;
+  for (size_t i : elems) amax = std::max(amax, std::fabs(want[i]));
+  written[at] = true;
+  ++tally.blocks;
+  const uint8_t got_e = scales.raw[at];
+  const uint8_t ref_e = mx_scale_exponent(static_cast<float>(amax), max);
+  if (got_e != ref_e) {
+    const double ratio = amax / max, nearest = std::exp2(std::round(std::log2(ratio)));
+    if (std::abs(int{got_e} - int{ref_e}) == 1 && std::fabs(ratio - nearest) <= 1e-5 * nearest) {
+      ++tally.scale_diffs;
+    } else if (++tally.wrong <= 5) {
+      ADD_FAILURE() << what << " scale at " << at << " = " << int{got_e} << ", want " << int{ref_e};
+    }
+  }
+  const float inv = mx_inverse_scale(got_e);
+  HostArray code(o, 1);
+  for (size_t i : elems) {
+    ++tally.codes;
+    const double target = want[i] * inv;
+    code.set(0, target);
+    const double ref = code.get(0), got = z.get(i);
+    if (got == ref) continue;
+    if (midpoint_straddle(got, ref, target, inv)) {
+      ++tally.flips;
+    } else if (++tally.wrong <= 5) {
+      ADD_FAILURE() << what << " z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
+    }
+  }
+}
+
+// The row-wise blocks of a [rows, hidden] MXFP8 output (1 x 32 along each row).
+void check_mx_rowwise(const std::vector<double>& want, const HostArray& z, const HostArray& scales, DType o,
+                      size_t rows, size_t hidden, bool swizzled, std::vector<bool>& written, MxTally& tally) {
+  std::vector<size_t> elems(kMxBlock);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t blk = 0; blk < hidden / kMxBlock; ++blk) {
+      for (size_t j = 0; j < kMxBlock; ++j) elems[j] = r * hidden + blk * kMxBlock + j;
+      const int64_t at = mx_scale_offset(static_cast<int64_t>(r), static_cast<int64_t>(blk),
+                                         static_cast<int64_t>(hidden), swizzled);
+      check_mx_block(want, z, scales, o, elems, static_cast<size_t>(at), written, tally,
+                     detail::concat("row ", r, " block ", blk));
+    }
+  }
+}
+
+// The tallies' bounds, and the scale tensor's padding left as it was (poisoned with 0xFF).
+void expect_mx_tally(const MxTally& t, const HostArray& scales, const std::vector<bool>& written, const char* what) {
+  EXPECT_EQ(t.wrong, 0u) << what;
+  EXPECT_LE(t.scale_diffs, std::max<size_t>(2, t.blocks / 1000)) << what;
+  EXPECT_LE(t.flips, std::max<size_t>(4, t.codes / 10000)) << what;  // <= 1e-4 of the codes
+  size_t padding_touched = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i] && scales.raw[i] != 0xFF) ++padding_touched;
+  }
+  EXPECT_EQ(padding_touched, 0u) << what << ": the scale tensor's padding is left as it was";
+}
+
 // MXFP8 z (row-wise): per 32-element block of a row, E = the smallest power of two that fits
 // the block's max |value| (kernels/mx_scale.h, TransformerEngine's quantizer), codes =
-// fp8(value * 2^(127 - E)). Against the fp64 reference on the host: E equal, except where
-// the block's amax / fp8_max is within rounding of a power of two; codes (taken with the
-// kernel's E) equal except midpoint straddles. Scales in the compact and the GEMM-swizzled
-// layouts; the padding of the scale tensor left as it was; every element written.
+// fp8(value * 2^(127 - E)). Against the fp64 reference on the host (check_mx_block). Scales
+// in the compact and the GEMM-swizzled layouts; the padding of the scale tensor left as it
+// was; every element written.
 TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
   struct Case {
     NormType norm;
@@ -881,50 +948,10 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
 
     const reference::FwdOutputs want =
         reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
-    const float max = fp8_max(k.o);
-    size_t scale_diffs = 0, flips = 0, wrong = 0;
-    HostArray code(k.o, 1);
+    MxTally tally;
     std::vector<bool> written(srows * scols, false);
-    for (size_t r = 0; r < k.rows; ++r) {
-      for (size_t blk = 0; blk < k.hidden / kMxBlock; ++blk) {
-        double amax = 0;
-        for (size_t j = 0; j < kMxBlock; ++j) amax = std::max(amax, std::fabs(want.z[r * k.hidden + blk * kMxBlock + j]));
-        const int64_t at = mx_scale_offset(static_cast<int64_t>(r), static_cast<int64_t>(blk), static_cast<int64_t>(k.hidden), k.swizzled);
-        written[static_cast<size_t>(at)] = true;
-        const uint8_t got_e = scales.raw[static_cast<size_t>(at)];
-        const uint8_t ref_e = mx_scale_exponent(static_cast<float>(amax), max);
-        if (got_e != ref_e) {
-          // Only at a power-of-two boundary of amax / max, and one step.
-          const double ratio = amax / max, nearest = std::exp2(std::round(std::log2(ratio)));
-          if (std::abs(int{got_e} - int{ref_e}) == 1 && std::fabs(ratio - nearest) <= 1e-5 * nearest) {
-            ++scale_diffs;
-          } else if (++wrong <= 5) {
-            ADD_FAILURE() << "scale of row " << r << " block " << blk << " = " << int{got_e} << ", want " << int{ref_e};
-          }
-        }
-        const float inv = mx_inverse_scale(got_e);
-        for (size_t j = 0; j < kMxBlock; ++j) {
-          const size_t i = r * k.hidden + blk * kMxBlock + j;
-          const double target = want.z[i] * inv;
-          code.set(0, target);
-          const double ref = code.get(0), got = z.get(i);
-          if (got == ref) continue;
-          if (midpoint_straddle(got, ref, target, inv)) {
-            ++flips;
-          } else if (++wrong <= 5) {
-            ADD_FAILURE() << "z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
-          }
-        }
-      }
-    }
-    EXPECT_EQ(wrong, 0u);
-    EXPECT_LE(scale_diffs, std::max<size_t>(2, k.rows * k.hidden / kMxBlock / 1000));
-    EXPECT_LE(flips, std::max<size_t>(4, n / 10000));  // <= 1e-4 of the codes
-    size_t padding_touched = 0;
-    for (size_t i = 0; i < written.size(); ++i) {
-      if (!written[i] && scales.raw[i] != 0xFF) ++padding_touched;
-    }
-    EXPECT_EQ(padding_touched, 0u) << "the scale tensor's padding is left as it was";
+    check_mx_rowwise(want.z, z, scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
+    expect_mx_tally(tally, scales, written, "row-wise");
     EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
     if (ln) {
       EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
@@ -932,6 +959,113 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
     if (k.add) {
       EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
     }
+  }
+}
+
+// MXFP8 z with column-wise data (kernels/norm_fwd_mx_tile.cuh): the row-wise output as above
+// and, in the same call, the column-wise one: [rows, hidden] codes with one E8M0 scale per
+// 32 rows of a column, in TransformerEngine's [roundup(ceil(rows / 32), 4), roundup(hidden,
+// 128)] tensor, compact or swizzled as the transpose's row-wise scales. The last column block
+// of a row count that is not a multiple of 32 covers the rows that exist. Both checked
+// against the fp64 reference (check_mx_block), both scale tensors' padding left as it was,
+// every element of both outputs written. Row counts from 1 to 300, hidden sizes with a partial
+// last chunk, tiles whose columns are split over several CTAs (few rows).
+TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
+  struct Case {
+    NormType norm;
+    bool add;
+    DType t;
+    DType o;
+    size_t rows, hidden;
+    bool swizzled;
+    bool zero_centered;
+    bool in_place = false;  // fused add: residual_out is residual
+  };
+  const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
+  const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  for (const Case& k : {Case{NormType::kRMSNorm, false, bf, e4, 64, 4096, false, false},
+                        Case{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
+                        Case{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
+                        Case{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
+                        Case{NormType::kRMSNorm, false, f32, e4, 33, 65536, false, false},
+                        Case{NormType::kLayerNorm, false, bf, e4, 1, 160, true, false},
+                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
+                        Case{NormType::kRMSNorm, false, bf, e4, 300, 128, true, true},
+                        Case{NormType::kLayerNorm, false, f32, e5, 96, 96, false, false},
+                        Case{NormType::kRMSNorm, true, hf, e4, 256, 1024, false, false},
+                        Case{NormType::kRMSNorm, true, bf, e4, 70, 2048, true, false, true}}) {
+    const size_t n = k.rows * k.hidden;
+    const bool ln = k.norm == NormType::kLayerNorm;
+    SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
+                                dtype_name(k.t), " -> mxfp8 ", dtype_name(k.o), " rowwise+columnwise",
+                                k.swizzled ? " swizzled" : " compact", k.in_place ? " in place" : ""));
+    const HostArray x = random_array(k.t, n, 31 + k.hidden, ln ? 0.5 : 0.0), res = random_array(k.t, n, 32),
+                    g = random_array(k.t, k.hidden, 33, k.zero_centered ? 0.0 : 1.0, 0.2),
+                    b = random_array(k.t, k.hidden, 34, 0.0, 0.5);
+    const size_t srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
+    const size_t scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
+    const size_t crows = static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(k.rows)));
+    const size_t ccols = static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(k.hidden)));
+    DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
+                db = DeviceArray::from_host(b);
+    DeviceArray dz(k.o, n), dzc(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows),
+        dscales(DType::kFloat8E8M0, srows * scols), dcscales(DType::kFloat8E8M0, crows * ccols);
+    for (DeviceArray* out : {&dz, &dzc, &dres_out, &dmu, &drs, &dscales, &dcscales}) out->poison();
+    TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
+        tres_out(k.in_place ? dres : dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
+    const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
+    const NVTEShape data_shape = nvte_make_shape(std::vector<size_t>{k.rows, k.hidden}.data(), 2);
+    const NVTEBasicTensor zdata{dz.ptr, static_cast<NVTEDType>(k.o), data_shape};
+    nvte_set_tensor_param_v2(tz, kNVTERowwiseData, &zdata, sizeof(zdata));
+    const NVTEBasicTensor zscales{dscales.ptr, kNVTEFloat8E8M0, nvte_make_shape(std::vector<size_t>{srows, scols}.data(), 2)};
+    nvte_set_tensor_param_v2(tz, kNVTERowwiseScaleInv, &zscales, sizeof(zscales));
+    const NVTEBasicTensor zcdata{dzc.ptr, static_cast<NVTEDType>(k.o), data_shape};
+    nvte_set_tensor_param_v2(tz, kNVTEColumnwiseData, &zcdata, sizeof(zcdata));
+    const NVTEBasicTensor zcscales{dcscales.ptr, kNVTEFloat8E8M0,
+                                   nvte_make_shape(std::vector<size_t>{crows, ccols}.data(), 2)};
+    nvte_set_tensor_param_v2(tz, kNVTEColumnwiseScaleInv, &zcscales, sizeof(zcscales));
+    const uint8_t swizzled = k.swizzled ? 1 : 0;
+    nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+    call_with_workspace([&](NVTETensor ws) {
+      if (k.add) {
+        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+      } else if (ln) {
+        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+      } else {
+        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+      }
+    });
+    nvte_destroy_tensor(tz);
+    EXPECT_FALSE(last_kernel().tuned) << "column-wise output takes the general kernel";
+    const HostArray z = dz.to_host(), zc = dzc.to_host(), scales = dscales.to_host(), cscales = dcscales.to_host();
+
+    const reference::FwdOutputs want =
+        reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
+    MxTally rows_tally, cols_tally;
+    std::vector<bool> written(srows * scols, false), cwritten(crows * ccols, false);
+    check_mx_rowwise(want.z, z, scales, k.o, k.rows, k.hidden, k.swizzled, written, rows_tally);
+    expect_mx_tally(rows_tally, scales, written, "row-wise");
+    std::vector<size_t> elems;
+    for (size_t rb = 0; rb * kMxBlock < k.rows; ++rb) {
+      for (size_t c = 0; c < k.hidden; ++c) {
+        elems.clear();
+        for (size_t r = rb * kMxBlock; r < std::min(k.rows, (rb + 1) * kMxBlock); ++r) elems.push_back(r * k.hidden + c);
+        const int64_t at = mx_colwise_scale_offset(static_cast<int64_t>(rb), static_cast<int64_t>(c),
+                                                   static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden), k.swizzled);
+        check_mx_block(want.z, zc, cscales, k.o, elems, static_cast<size_t>(at), cwritten, cols_tally,
+                       detail::concat("column ", c, " row block ", rb));
+      }
+    }
+    expect_mx_tally(cols_tally, cscales, cwritten, "column-wise");
+    EXPECT_EQ(cols_tally.codes, n);
+    EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
+    if (ln) {
+      EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
+    }
+    if (k.add) {
+      EXPECT_TRUE(close_to_reference((k.in_place ? dres : dres_out).to_host(), want.residual_out, {0, 0}, "residual_out"));
+    }
+    if (HasFailure()) return;
   }
 }
 

@@ -145,14 +145,35 @@ constexpr ScaleBuffer kZScaleBuffers[] = {
 
 // An MXFP8 z: FP8 row-wise data, hidden a multiple of 32, and its E8M0 scales in
 // scale_inv, [roundup(rows, 128), roundup(hidden / 32, 4)] (TransformerEngine's shape; the
-// padding is not written); no per-tensor scale or amax; no column-wise data yet.
+// padding is not written); no per-tensor scale or amax. Column-wise data too, optionally:
+// FP8 of the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column
+// in columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no
+// column-wise amax. (Column-wise data alone is not taken: the norm's output is read row-wise
+// by the next GEMM's forward.)
 void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
+  NORMTUNE_CHECK_ARG(z.has_data(), "z", "row-wise data (column-wise data alone is not supported)",
+                     "column-wise data only");
   NORMTUNE_CHECK_ARG(is_fp8(z.data.dtype), "z", "dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING",
                      dtype_name(z.data.dtype));
   NORMTUNE_CHECK_ARG(hidden % kMxBlock == 0, "z", "a hidden size divisible by 32 (MXFP8 blocks of 32 elements)",
                      hidden);
-  NORMTUNE_CHECK_ARG(!z.has_columnwise_data(), "z", "row-wise data only (column-wise MXFP8 is not supported yet)",
-                     "column-wise data");
+  if (z.has_columnwise_data()) {
+    const BasicTensor& c = z.columnwise_data;
+    NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, "z.columnwise_data (kNVTEColumnwiseData)",
+                       detail::concat(dtype_name(z.data.dtype), " of shape ", z.data.shape.str(), " (the row-wise data's)"),
+                       detail::concat(dtype_name(c.dtype), " of shape ", c.shape.str()));
+    const Shape cwant{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
+                      static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))};
+    const BasicTensor& cs = z.columnwise_scale_inv;
+    NORMTUNE_CHECK_ARG(cs.has_data(), "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
+                       detail::concat("the column-wise E8M0 block scales, e8m0 of shape ", cwant.str()), "none");
+    NORMTUNE_CHECK_ARG(cs.dtype == DType::kFloat8E8M0 && cs.shape == cwant, "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
+                       detail::concat("e8m0 of shape ", cwant.str(), " = [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]"),
+                       detail::concat(dtype_name(cs.dtype), " of shape ", cs.shape.str()));
+    NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), "z.columnwise_amax (kNVTEColumnwiseAmax)",
+                       "no buffer (an MXFP8 z has block scales only)",
+                       detail::concat("a buffer of shape ", z.columnwise_amax.shape.str()));
+  }
   const Shape want{static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(rows))),
                    static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(hidden)))};
   const BasicTensor& s = z.scale_inv;
@@ -195,6 +216,23 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
     NORMTUNE_CHECK_ARG(s.dptr != nullptr, "z.scale_inv (kNVTERowwiseScaleInv)",
                        detail::concat("a device pointer to ", s.numel(), " E8M0 scales"), "NULL");
     for (const ArgSpec& a : spec.args) expect_no_overlap(s, "z.scale_inv (kNVTERowwiseScaleInv)", call[a.slot], a.name);
+    if (z.has_columnwise_data()) {  // three more outputs: apart from every argument and each other
+      const BasicTensor& c = z.columnwise_data;
+      const BasicTensor& cs = z.columnwise_scale_inv;
+      constexpr const char* kC = "z.columnwise_data (kNVTEColumnwiseData)";
+      constexpr const char* kCs = "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)";
+      NORMTUNE_CHECK_ARG(c.dptr != nullptr, kC, detail::concat("a device pointer to ", c.numel(), " elements"), "NULL");
+      NORMTUNE_CHECK_ARG(cs.dptr != nullptr, kCs, detail::concat("a device pointer to ", cs.numel(), " E8M0 scales"),
+                         "NULL");
+      NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(c.dptr) % 16 == 0, kC, "a 16-byte aligned pointer (MXFP8)", c.dptr);
+      for (const ArgSpec& a : spec.args) {
+        expect_no_overlap(c, kC, call[a.slot], a.name);
+        expect_no_overlap(cs, kCs, call[a.slot], a.name);
+      }
+      expect_no_overlap(c, kC, s, "z.scale_inv (kNVTERowwiseScaleInv)");
+      expect_no_overlap(cs, kCs, s, "z.scale_inv (kNVTERowwiseScaleInv)");
+      expect_no_overlap(cs, kCs, c, kC);
+    }
     for (const ArgSpec& a : spec.args) {
       if (a.role != Role::kIn) continue;
       NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(call[a.slot].dptr) % 16 == 0, a.name,
@@ -252,6 +290,8 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
                              "NVTE_MXFP8_1D_SCALING (other block scalings are not supported yet)"
                            : "NVTE_DELAYED_TENSOR_SCALING (an unquantized tensor)",
                        scaling_mode_name(static_cast<int>(t.scaling_mode)));
+    NORMTUNE_CHECK_ARG(!(mxfp8_z && t.columnwise_only()), a.name,
+                       "row-wise data (column-wise data alone is not supported)", "column-wise data only");
     const Shape want = expected_shape(a.shape, call.rows, call.hidden);
     NORMTUNE_CHECK_ARG(t.data.shape == want, a.name, detail::concat("shape ", shape_text(a), " = ", want.str()),
                        detail::concat("shape ", t.data.shape.str()));
@@ -284,9 +324,10 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   }
   NormKey key = make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
                          zero_centered_gamma);
-  if (scaling == ScalingMode::kMxfp8_1D &&
-      call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]->with_gemm_swizzled_scales) {
-    key.flags |= kFlagSwizzledScales;
+  if (scaling == ScalingMode::kMxfp8_1D) {
+    const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
+    if (z.with_gemm_swizzled_scales) key.flags |= kFlagSwizzledScales;
+    if (z.has_columnwise_data()) key.flags |= kFlagColumnwise;
   }
   return key;
 }

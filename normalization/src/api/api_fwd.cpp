@@ -61,6 +61,10 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   if (const Tensor& z = *call.by_slot[kZ]; z.scaling_mode == NVTE_MXFP8_1D_SCALING) {  // (checked)
     p.block_scales = static_cast<uint8_t*>(z.scale_inv.dptr);
     p.swizzled_scales = z.with_gemm_swizzled_scales;
+    if (z.has_columnwise_data()) {
+      p.z_colwise = z.columnwise_data.dptr;
+      p.colwise_block_scales = static_cast<uint8_t*>(z.columnwise_scale_inv.dptr);
+    }
   } else {
     if (is_fp8(z.data.dtype)) {  // per-tensor FP8
       p.scale = static_cast<const float*>(z.scale.dptr);

@@ -7,7 +7,10 @@
 //   an all-zero block has E = 0 and zero codes; NaN values do not enter amax.
 // Scale tensors as TransformerEngine allocates them, row-wise: [roundup(rows, 128),
 // roundup(hidden / 32, 4)], compact (row-major) or in the 128x4 tiles cuBLAS reads
-// (kNVTEWithGEMMSwizzledScales).
+// (kNVTEWithGEMMSwizzledScales). Column-wise (32x1 blocks down a column; the data keeps the
+// [rows, hidden] layout): [roundup(ceil(rows / 32), 4), roundup(hidden, 128)], compact, or
+// swizzled as the row-wise scales of the transpose (a GEMM reads the column-wise operand
+// transposed: column c is its row, the 32-row block its 32-element block).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,17 @@ NORMTUNE_HD_INLINE int64_t mx_scale_offset(int64_t row, int64_t block, int64_t h
   if (!swizzled) return row * mx_scale_cols(hidden) + block;
   const int64_t tiles_x = mx_scale_cols(hidden) / 4;  // 128 x 4 tiles of 512 bytes
   return ((row / 128) * tiles_x + block / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + block % 4;
+}
+
+// The column-wise scale tensor's shape for [rows, hidden] data.
+constexpr int64_t mx_colwise_scale_rows(int64_t rows) { return ((rows + kMxBlock - 1) / kMxBlock + 3) / 4 * 4; }
+constexpr int64_t mx_colwise_scale_cols(int64_t hidden) { return (hidden + 127) / 128 * 128; }
+
+// Offset of the column-wise scale of (32-row block rb, column c).
+NORMTUNE_HD_INLINE int64_t mx_colwise_scale_offset(int64_t rb, int64_t c, int64_t rows, int64_t hidden, bool swizzled) {
+  if (!swizzled) return rb * mx_colwise_scale_cols(hidden) + c;
+  const int64_t tiles_x = mx_colwise_scale_rows(rows) / 4;  // the transpose's 4-block tiles
+  return ((c / 128) * tiles_x + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4;
 }
 
 }  // namespace normtune

@@ -21,9 +21,12 @@ struct FwdParams {
   const float* scale = nullptr;
   float* amax = nullptr;
   float* scale_inv = nullptr;
-  // MXFP8 z: the row-wise E8M0 scales (kernels/mx_scale.h), compact or GEMM-swizzled.
+  // MXFP8 z: the row-wise E8M0 scales (kernels/mx_scale.h), compact or GEMM-swizzled; with
+  // column-wise data, that data ([rows, hidden], 32x1 blocks) and its scales too.
   uint8_t* block_scales = nullptr;
   bool swizzled_scales = false;
+  void* z_colwise = nullptr;
+  uint8_t* colwise_block_scales = nullptr;
   int64_t rows = 0;
   int hidden = 0;
   float epsilon = 0.f;

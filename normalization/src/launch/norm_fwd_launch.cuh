@@ -9,6 +9,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_fwd.cuh"
+#include "kernels/norm_fwd_mx_tile.cuh"
 #include "kernels/norm_fwd_pipelined.cuh"
 #include "kernels/norm_fwd_staged.cuh"
 #include "launch/launch_util.cuh"
@@ -138,12 +139,33 @@ bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStre
   NORMTUNE_ERROR("internal: no pipelined forward kernel for plan ", config_string(plan));
 }
 
+// MXFP8 z with column-wise data: tiles of 32 rows (kernels/norm_fwd_mx_tile.cuh), the
+// columns split over several CTAs when there are fewer tiles than the device holds at once
+// (each split reads the whole rows of its tile for their statistics). The fused add keeps
+// one CTA per tile: it writes residual_out and reads it back, possibly in place of residual.
+template <typename Traits>
+void launch_fwd_mx_tile(const FwdArgs& args, cudaStream_t stream) {
+  const FwdParams& p = args.params;
+  constexpr int kVec = 16 / sizeof(typename Traits::Input);
+  const int64_t tiles = (p.rows + kMxBlock - 1) / kMxBlock;
+  const int64_t chunks = (p.hidden / kVec + kMxTileLanes - 1) / kMxTileLanes;
+  const int64_t want = int64_t{std::max(args.sm_bound, 1)} * (kMaxCtaThreads * 2 / kMxTileThreads);
+  const int64_t splits = Traits::kResidualAdd
+                             ? 1
+                             : std::clamp<int64_t>((want + tiles - 1) / tiles, 1, std::min<int64_t>(chunks, 65535));
+  NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_fwd_mx_tile_kernel<Traits>,
+                                            dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
+                                            kMxTileThreads, 0, stream, true, p));
+  NORMTUNE_CHECK_LAUNCH();
+}
+
 // The general entry of one (types, variant): any hidden size, any alignment; the layout is
 // planned per call.
 template <typename Traits>
 struct GeneralFwd {
   static constexpr const char* kConfig =
-      Traits::kMxfp8 ? "layout planned per call: staged in shared memory, a 32-element block per group of adjacent lanes"
+      Traits::kMxfp8 ? "layout planned per call: staged in shared memory, a 32-element block per group of adjacent "
+                       "lanes; with column-wise data, tiles of 32 rows"
                      : "layout planned per call: registers (vector or scalar), staged in shared memory "
                        "(a cluster for long rows), or streamed";
   static constexpr WorkspaceFn workspace = nullptr;
@@ -154,8 +176,9 @@ struct GeneralFwd {
     constexpr int kVec = 16 / sizeof(I);
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
     if constexpr (Traits::kMxfp8) {
-      NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16),
+      NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16) && aligned_to(args.params.z_colwise, 16),
                      "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
+      if (args.params.z_colwise != nullptr) return launch_fwd_mx_tile<Traits>(args, stream);
       const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
       // The kernel's block = kMxBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
       NORMTUNE_CHECK(plan.threads_per_row % (kMxBlock / kVec) == 0, "MXFP8 output: layout ", config_string(plan),
@@ -242,6 +265,7 @@ struct TunedFwd {
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
+    if (args.params.z_colwise != nullptr) return "column-wise output takes the general kernel";
     if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
     return nullptr;
   }

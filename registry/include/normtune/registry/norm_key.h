@@ -44,12 +44,15 @@ inline constexpr int kNumScalingModes = 5;
 enum KeyFlag : uint8_t {
   kFlagZeroCenteredGamma = 1u << 0,  // the weight is stored as gamma - 1
   kFlagSwizzledScales = 1u << 1,     // block scales in the 128x4 layout GEMMs read
+  kFlagColumnwise = 1u << 2,         // a block-scaled z with column-wise data (32x1 blocks) too
 };
-inline constexpr uint8_t kAllKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales;
+inline constexpr uint8_t kAllKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales | kFlagColumnwise;
 // Flags every kernel takes as a run-time argument: they are part of a call's key (its
 // messages, a backend's plan cache) but not of the registry entry that serves it. The scale
-// layout is one: a block-scaled kernel computes each scale's offset either way.
-inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales;
+// layout is one: a block-scaled kernel computes each scale's offset either way. Column-wise
+// output is another: the general block-scaled entry launches its row-tile kernel for it, and
+// a tuned entry declines it (can_implement).
+inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales | kFlagColumnwise;
 
 // hidden_size == kAnyHiddenSize marks a general entry (handles every hidden size).
 inline constexpr uint32_t kAnyHiddenSize = 0;
