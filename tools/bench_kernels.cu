@@ -33,11 +33,13 @@ __global__ void three_reads_kernel(const uint4* __restrict__ a, const uint4* __r
   }
 }
 
-// z = fp8 e4m3(a (+ b)); with b, also c = a + b in T: the bytes of a norm with an FP8 z (a
-// cast) and of a fused add with one. One 16-byte vector of T per step, grid-stride.
+// d = fp8 e4m3(a (+ b)); with b, also c = a + b in T; with e, the codes into e too: the
+// bytes of a norm with an FP8 z (a cast), of a fused add with one, and of a norm with a
+// row-wise and a column-wise MXFP8 z (x read once, two codes written per element). One
+// 16-byte vector of T per step, grid-stride.
 template <typename T>
 __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ c,
-                                uint8_t* __restrict__ d, size_t nvec) {
+                                uint8_t* __restrict__ d, uint8_t* __restrict__ e, size_t nvec) {
   constexpr int kN = sizeof(uint4) / sizeof(T);
   using Codes = std::conditional_t<kN == 8, uint2, std::conditional_t<kN == 4, uint32_t, uint4>>;
   static_assert(sizeof(Codes) == kN, "one fp8 code per element");
@@ -58,6 +60,7 @@ __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __rest
 #pragma unroll
     for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k])).bits;
     reinterpret_cast<Codes*>(d)[i] = out;
+    if (e != nullptr) reinterpret_cast<Codes*>(e)[i] = out;
   }
 }
 
@@ -90,26 +93,6 @@ __global__ void mxfp8_quantize_kernel(const T* __restrict__ x, uint8_t* __restri
   }
 }
 
-// The bytes of a norm with a row-wise and a column-wise MXFP8 output: x read once, two fp8
-// codes per element written (d and e; both a cast here), 16-byte vectors, grid-stride.
-template <typename T>
-__global__ void cast_fp8_twice_kernel(const uint4* __restrict__ a, uint8_t* __restrict__ d, uint8_t* __restrict__ e,
-                                      size_t nvec) {
-  constexpr int kN = sizeof(uint4) / sizeof(T);
-  using Codes = std::conditional_t<kN == 8, uint2, std::conditional_t<kN == 4, uint32_t, uint4>>;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < nvec;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 x = a[i];
-    Codes out;
-    uint8_t* codes = reinterpret_cast<uint8_t*>(&out);
-    const T* xs = reinterpret_cast<const T*>(&x);
-#pragma unroll
-    for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k])).bits;
-    reinterpret_cast<Codes*>(d)[i] = out;
-    reinterpret_cast<Codes*>(e)[i] = out;
-  }
-}
-
 constexpr int kThreads = 512;
 
 unsigned grid_for(size_t n, int sm_count) {
@@ -139,7 +122,7 @@ void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, si
   with_wide_type(t, "launch_cast_fp8", [&](auto tag) {
     cast_fp8_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
         static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
-        nvec);
+        nullptr, nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }
@@ -148,8 +131,8 @@ void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elem
                            cudaStream_t stream) {
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
   with_wide_type(t, "launch_cast_fp8_twice", [&](auto tag) {
-    cast_fp8_twice_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
-        static_cast<const uint4*>(a), static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
+    cast_fp8_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }

@@ -881,84 +881,125 @@ void expect_mx_tally(const MxTally& t, const HostArray& scales, const std::vecto
   EXPECT_EQ(padding_touched, 0u) << what << ": the scale tensor's padding is left as it was";
 }
 
+// One MXFP8 forward call on random data, the way a TransformerEngine binding makes it:
+// every output poisoned, z an NVTE_MXFP8_1D_SCALING tensor with row-wise data and scales
+// (and column-wise ones when `columnwise`), the call, everything copied back with the fp64
+// reference of the same inputs.
+struct MxCase {
+  NormType norm;
+  bool add;
+  DType t;
+  DType o;
+  size_t rows, hidden;
+  bool swizzled;
+  bool zero_centered;
+  bool in_place = false;  // fused add: residual_out is residual
+
+  std::string describe(bool columnwise) const {
+    return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
+                          hidden, " ", dtype_name(t), " -> mxfp8 ", dtype_name(o),
+                          columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
+                          in_place ? " in place" : "");
+  }
+};
+struct MxRun {
+  size_t srows = 0, scols = 0, crows = 0, ccols = 0;  // the scale tensors' shapes
+  HostArray z, scales, zc, cscales, rsigma, mu, residual_out;
+  reference::FwdOutputs want;
+  KernelChoice kernel;
+};
+MxRun run_mx(const MxCase& k, bool columnwise, uint32_t seed) {
+  const size_t n = k.rows * k.hidden;
+  const bool ln = k.norm == NormType::kLayerNorm;
+  const DType f32 = DType::kFloat32;
+  const HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0),
+                  res = random_array(k.t, n, seed + 1), g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
+                  b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
+  MxRun r;
+  r.srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
+  r.scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
+  r.crows = columnwise ? static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(k.rows))) : 0;
+  r.ccols = columnwise ? static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(k.hidden))) : 0;
+  DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
+              db = DeviceArray::from_host(b);
+  DeviceArray dz(k.o, n), dzc(k.o, columnwise ? n : 0), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows),
+      dscales(DType::kFloat8E8M0, r.srows * r.scols), dcscales(DType::kFloat8E8M0, r.crows * r.ccols);
+  // 0xFF: NaN in fp8, in e8m0 and in fp32, never a computed value.
+  for (DeviceArray* out : {&dz, &dzc, &dres_out, &dmu, &drs, &dscales, &dcscales}) out->poison();
+  DeviceArray& res_out = k.in_place ? dres : dres_out;
+  TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
+      tres_out(res_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
+  const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
+  auto set = [&](NVTETensorParam param, void* ptr, DType t, size_t d0, size_t d1) {
+    const NVTEBasicTensor bt{ptr, static_cast<NVTEDType>(t), nvte_make_shape(std::vector<size_t>{d0, d1}.data(), 2)};
+    nvte_set_tensor_param_v2(tz, param, &bt, sizeof(bt));
+  };
+  set(kNVTERowwiseData, dz.ptr, k.o, k.rows, k.hidden);
+  set(kNVTERowwiseScaleInv, dscales.ptr, DType::kFloat8E8M0, r.srows, r.scols);
+  if (columnwise) {
+    set(kNVTEColumnwiseData, dzc.ptr, k.o, k.rows, k.hidden);
+    set(kNVTEColumnwiseScaleInv, dcscales.ptr, DType::kFloat8E8M0, r.crows, r.ccols);
+  }
+  const uint8_t swizzled = k.swizzled ? 1 : 0;
+  nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+  call_with_workspace([&](NVTETensor ws) {
+    if (k.add) {
+      normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+    } else if (ln) {
+      nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+    } else {
+      nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+    }
+  });
+  r.kernel = last_kernel();
+  nvte_destroy_tensor(tz);
+  r.z = dz.to_host();
+  r.scales = dscales.to_host();
+  r.zc = dzc.to_host();
+  r.cscales = dcscales.to_host();
+  r.rsigma = drs.to_host();
+  r.mu = dmu.to_host();
+  r.residual_out = res_out.to_host();
+  r.want = reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
+  return r;
+}
+
+// The statistics and residual_out of an MXFP8 call against the reference.
+void expect_mx_side_outputs(const MxCase& k, const MxRun& r) {
+  EXPECT_TRUE(close_to_reference(r.rsigma, r.want.rsigma, stat_tolerance(), "rsigma"));
+  if (k.norm == NormType::kLayerNorm) {
+    EXPECT_TRUE(close_to_reference(r.mu, r.want.mu, stat_tolerance(), "mu"));
+  }
+  if (k.add) {
+    EXPECT_TRUE(close_to_reference(r.residual_out, r.want.residual_out, {0, 0}, "residual_out"));
+  }
+}
+
 // MXFP8 z (row-wise): per 32-element block of a row, E = the smallest power of two that fits
 // the block's max |value| (kernels/mx_scale.h, TransformerEngine's quantizer), codes =
 // fp8(value * 2^(127 - E)). Against the fp64 reference on the host (check_mx_block). Scales
 // in the compact and the GEMM-swizzled layouts; the padding of the scale tensor left as it
 // was; every element written.
 TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
-  struct Case {
-    NormType norm;
-    bool add;
-    DType t;
-    DType o;
-    size_t rows, hidden;
-    bool swizzled;
-    bool zero_centered;
-  };
   const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
   const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
-  for (const Case& k : {Case{NormType::kRMSNorm, false, bf, e4, 37, 4096, false, false},
-                        Case{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
-                        Case{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
-                        Case{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
-                        Case{NormType::kRMSNorm, false, f32, e4, 3, 65536, false, false},  // a cluster
-                        Case{NormType::kLayerNorm, false, bf, e4, 1, 160, false, false},   // 5 blocks
-                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
-                        // Several rows per warp: 4 lanes (bf16) or 8 (fp32) per row, one block each.
-                        Case{NormType::kRMSNorm, false, bf, e4, 300, 128, true, false},
-                        Case{NormType::kLayerNorm, false, f32, e5, 300, 96, false, false}}) {
-    const size_t n = k.rows * k.hidden;
-    const bool ln = k.norm == NormType::kLayerNorm;
-    SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
-                                dtype_name(k.t), " -> mxfp8 ", dtype_name(k.o), k.swizzled ? " swizzled" : " compact"));
-    const HostArray x = random_array(k.t, n, 21 + k.hidden, ln ? 0.5 : 0.0), res = random_array(k.t, n, 22),
-                    g = random_array(k.t, k.hidden, 23, k.zero_centered ? 0.0 : 1.0, 0.2),
-                    b = random_array(k.t, k.hidden, 24, 0.0, 0.5);
-    const size_t srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
-    const size_t scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
-    DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
-                db = DeviceArray::from_host(b);
-    DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), dscales(DType::kFloat8E8M0, srows * scols);
-    dz.poison();
-    dscales.poison();  // 0xFF: NaN in e8m0, never a computed scale
-    dmu.poison();
-    drs.poison();
-    dres_out.poison();
-    TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
-        tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
-    const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
-    const NVTEBasicTensor zdata{dz.ptr, static_cast<NVTEDType>(k.o), nvte_make_shape(std::vector<size_t>{k.rows, k.hidden}.data(), 2)};
-    nvte_set_tensor_param_v2(tz, kNVTERowwiseData, &zdata, sizeof(zdata));
-    const NVTEBasicTensor zscales{dscales.ptr, kNVTEFloat8E8M0, nvte_make_shape(std::vector<size_t>{srows, scols}.data(), 2)};
-    nvte_set_tensor_param_v2(tz, kNVTERowwiseScaleInv, &zscales, sizeof(zscales));
-    const uint8_t swizzled = k.swizzled ? 1 : 0;
-    nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
-    call_with_workspace([&](NVTETensor ws) {
-      if (k.add) {
-        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
-      } else if (ln) {
-        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
-      } else {
-        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
-      }
-    });
-    nvte_destroy_tensor(tz);
-    const HostArray z = dz.to_host(), scales = dscales.to_host();
-
-    const reference::FwdOutputs want =
-        reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
+  for (const MxCase& k : {MxCase{NormType::kRMSNorm, false, bf, e4, 37, 4096, false, false},
+                          MxCase{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
+                          MxCase{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
+                          MxCase{NormType::kRMSNorm, false, f32, e4, 3, 65536, false, false},  // a cluster
+                          MxCase{NormType::kLayerNorm, false, bf, e4, 1, 160, false, false},   // 5 blocks
+                          MxCase{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
+                          // Several rows per warp: 4 lanes (bf16) or 8 (fp32) per row, one block each.
+                          MxCase{NormType::kRMSNorm, false, bf, e4, 300, 128, true, false},
+                          MxCase{NormType::kLayerNorm, false, f32, e5, 300, 96, false, false}}) {
+    SCOPED_TRACE(k.describe(false));
+    const MxRun r = run_mx(k, false, 21);
     MxTally tally;
-    std::vector<bool> written(srows * scols, false);
-    check_mx_rowwise(want.z, z, scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
-    expect_mx_tally(tally, scales, written, "row-wise");
-    EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
-    if (ln) {
-      EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
-    }
-    if (k.add) {
-      EXPECT_TRUE(close_to_reference(dres_out.to_host(), want.residual_out, {0, 0}, "residual_out"));
-    }
+    std::vector<bool> written(r.srows * r.scols, false);
+    check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
+    expect_mx_tally(tally, r.scales, written, "row-wise");
+    expect_mx_side_outputs(k, r);
   }
 }
 
@@ -969,102 +1010,45 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
 // of a row count that is not a multiple of 32 covers the rows that exist. Both checked
 // against the fp64 reference (check_mx_block), both scale tensors' padding left as it was,
 // every element of both outputs written. Row counts from 1 to 300, hidden sizes with a partial
-// last chunk, tiles whose columns are split over several CTAs (few rows).
+// last chunk, tiles whose columns are split over several CTAs (few rows), the fused add in
+// place.
 TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
-  struct Case {
-    NormType norm;
-    bool add;
-    DType t;
-    DType o;
-    size_t rows, hidden;
-    bool swizzled;
-    bool zero_centered;
-    bool in_place = false;  // fused add: residual_out is residual
-  };
   const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
   const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
-  for (const Case& k : {Case{NormType::kRMSNorm, false, bf, e4, 64, 4096, false, false},
-                        Case{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
-                        Case{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
-                        Case{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
-                        Case{NormType::kRMSNorm, false, f32, e4, 33, 65536, false, false},
-                        Case{NormType::kLayerNorm, false, bf, e4, 1, 160, true, false},
-                        Case{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
-                        Case{NormType::kRMSNorm, false, bf, e4, 300, 128, true, true},
-                        Case{NormType::kLayerNorm, false, f32, e5, 96, 96, false, false},
-                        Case{NormType::kRMSNorm, true, hf, e4, 256, 1024, false, false},
-                        Case{NormType::kRMSNorm, true, bf, e4, 70, 2048, true, false, true}}) {
-    const size_t n = k.rows * k.hidden;
-    const bool ln = k.norm == NormType::kLayerNorm;
-    SCOPED_TRACE(detail::concat(ln ? "LayerNorm" : "RMSNorm", k.add ? "+add " : " ", k.rows, "x", k.hidden, " ",
-                                dtype_name(k.t), " -> mxfp8 ", dtype_name(k.o), " rowwise+columnwise",
-                                k.swizzled ? " swizzled" : " compact", k.in_place ? " in place" : ""));
-    const HostArray x = random_array(k.t, n, 31 + k.hidden, ln ? 0.5 : 0.0), res = random_array(k.t, n, 32),
-                    g = random_array(k.t, k.hidden, 33, k.zero_centered ? 0.0 : 1.0, 0.2),
-                    b = random_array(k.t, k.hidden, 34, 0.0, 0.5);
-    const size_t srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
-    const size_t scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
-    const size_t crows = static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(k.rows)));
-    const size_t ccols = static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(k.hidden)));
-    DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
-                db = DeviceArray::from_host(b);
-    DeviceArray dz(k.o, n), dzc(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows),
-        dscales(DType::kFloat8E8M0, srows * scols), dcscales(DType::kFloat8E8M0, crows * ccols);
-    for (DeviceArray* out : {&dz, &dzc, &dres_out, &dmu, &drs, &dscales, &dcscales}) out->poison();
-    TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
-        tres_out(k.in_place ? dres : dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
-    const NVTETensor tz = nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
-    const NVTEShape data_shape = nvte_make_shape(std::vector<size_t>{k.rows, k.hidden}.data(), 2);
-    const NVTEBasicTensor zdata{dz.ptr, static_cast<NVTEDType>(k.o), data_shape};
-    nvte_set_tensor_param_v2(tz, kNVTERowwiseData, &zdata, sizeof(zdata));
-    const NVTEBasicTensor zscales{dscales.ptr, kNVTEFloat8E8M0, nvte_make_shape(std::vector<size_t>{srows, scols}.data(), 2)};
-    nvte_set_tensor_param_v2(tz, kNVTERowwiseScaleInv, &zscales, sizeof(zscales));
-    const NVTEBasicTensor zcdata{dzc.ptr, static_cast<NVTEDType>(k.o), data_shape};
-    nvte_set_tensor_param_v2(tz, kNVTEColumnwiseData, &zcdata, sizeof(zcdata));
-    const NVTEBasicTensor zcscales{dcscales.ptr, kNVTEFloat8E8M0,
-                                   nvte_make_shape(std::vector<size_t>{crows, ccols}.data(), 2)};
-    nvte_set_tensor_param_v2(tz, kNVTEColumnwiseScaleInv, &zcscales, sizeof(zcscales));
-    const uint8_t swizzled = k.swizzled ? 1 : 0;
-    nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
-    call_with_workspace([&](NVTETensor ws) {
-      if (k.add) {
-        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
-      } else if (ln) {
-        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
-      } else {
-        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
-      }
-    });
-    nvte_destroy_tensor(tz);
-    EXPECT_FALSE(last_kernel().tuned) << "column-wise output takes the general kernel";
-    const HostArray z = dz.to_host(), zc = dzc.to_host(), scales = dscales.to_host(), cscales = dcscales.to_host();
-
-    const reference::FwdOutputs want =
-        reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
+  for (const MxCase& k : {MxCase{NormType::kRMSNorm, false, bf, e4, 64, 4096, false, false},
+                          MxCase{NormType::kRMSNorm, false, bf, e4, 200, 7168, true, false},
+                          MxCase{NormType::kLayerNorm, false, hf, e5, 5, 2048, false, true},
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 37, 4096, true, false},
+                          MxCase{NormType::kRMSNorm, false, f32, e4, 33, 65536, false, false},
+                          MxCase{NormType::kLayerNorm, false, bf, e4, 1, 160, true, false},
+                          MxCase{NormType::kLayerNorm, false, bf, e4, 130, 32768, true, false},
+                          MxCase{NormType::kRMSNorm, false, bf, e4, 300, 128, true, true},
+                          MxCase{NormType::kLayerNorm, false, f32, e5, 96, 96, false, false},
+                          MxCase{NormType::kRMSNorm, true, hf, e4, 256, 1024, false, false},
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 70, 2048, true, false, true}}) {
+    SCOPED_TRACE(k.describe(true));
+    const MxRun r = run_mx(k, true, 31);
+    EXPECT_FALSE(r.kernel.tuned) << "column-wise output takes the general kernel";
     MxTally rows_tally, cols_tally;
-    std::vector<bool> written(srows * scols, false), cwritten(crows * ccols, false);
-    check_mx_rowwise(want.z, z, scales, k.o, k.rows, k.hidden, k.swizzled, written, rows_tally);
-    expect_mx_tally(rows_tally, scales, written, "row-wise");
+    std::vector<bool> written(r.srows * r.scols, false), cwritten(r.crows * r.ccols, false);
+    check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, rows_tally);
+    expect_mx_tally(rows_tally, r.scales, written, "row-wise");
     std::vector<size_t> elems;
     for (size_t rb = 0; rb * kMxBlock < k.rows; ++rb) {
       for (size_t c = 0; c < k.hidden; ++c) {
         elems.clear();
-        for (size_t r = rb * kMxBlock; r < std::min(k.rows, (rb + 1) * kMxBlock); ++r) elems.push_back(r * k.hidden + c);
+        for (size_t row = rb * kMxBlock; row < std::min(k.rows, (rb + 1) * kMxBlock); ++row) {
+          elems.push_back(row * k.hidden + c);
+        }
         const int64_t at = mx_colwise_scale_offset(static_cast<int64_t>(rb), static_cast<int64_t>(c),
                                                    static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden), k.swizzled);
-        check_mx_block(want.z, zc, cscales, k.o, elems, static_cast<size_t>(at), cwritten, cols_tally,
+        check_mx_block(r.want.z, r.zc, r.cscales, k.o, elems, static_cast<size_t>(at), cwritten, cols_tally,
                        detail::concat("column ", c, " row block ", rb));
       }
     }
-    expect_mx_tally(cols_tally, cscales, cwritten, "column-wise");
-    EXPECT_EQ(cols_tally.codes, n);
-    EXPECT_TRUE(close_to_reference(drs.to_host(), want.rsigma, stat_tolerance(), "rsigma"));
-    if (ln) {
-      EXPECT_TRUE(close_to_reference(dmu.to_host(), want.mu, stat_tolerance(), "mu"));
-    }
-    if (k.add) {
-      EXPECT_TRUE(close_to_reference((k.in_place ? dres : dres_out).to_host(), want.residual_out, {0, 0}, "residual_out"));
-    }
+    expect_mx_tally(cols_tally, r.cscales, cwritten, "column-wise");
+    EXPECT_EQ(cols_tally.codes, k.rows * k.hidden);
+    expect_mx_side_outputs(k, r);
     if (HasFailure()) return;
   }
 }
