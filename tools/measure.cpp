@@ -121,7 +121,8 @@ size_t ZOutput::data_bytes() const {
 
 size_t ZOutput::scale_bytes() const {
   if (!is_mxfp8(format_)) return 0;
-  return rows_ * hidden_ / kMxBlockSize * (format_ == ZFormat::kMxfp8Colwise ? 2 : 1);
+  const size_t rowwise = rows_ * hidden_ / kMxBlockSize;
+  return rowwise + (format_ == ZFormat::kMxfp8Colwise ? (rows_ + kMxBlockSize - 1) / kMxBlockSize * hidden_ : 0);
 }
 
 void ZOutput::poison(cudaStream_t stream) const {

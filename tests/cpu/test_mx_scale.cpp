@@ -122,6 +122,8 @@ TEST(MxScale, SwizzledColumnwiseOffsetsAreTheTransposesRowwiseOffsets) {
         for (int64_t c = 0; c < mx_colwise_scale_cols(hidden); ++c) {
           const int64_t o = mx_colwise_scale_offset(rb, c, rows, hidden, true);
           ASSERT_EQ(o, mx_scale_offset(c, rb, transposed_row, true)) << rows << " " << hidden << " " << rb << "," << c;
+          // TransformerEngine's swizzle of column-wise scales, written out (swizzle_col_scaling_kernel).
+          ASSERT_EQ(o, ((c / 128) * (blocks / 4) + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4);
           ASSERT_GE(o, 0);
           ASSERT_LT(o, blocks * mx_colwise_scale_cols(hidden));
           ASSERT_TRUE(seen.insert(o).second) << rb << "," << c;

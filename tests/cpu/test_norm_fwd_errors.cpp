@@ -385,7 +385,20 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
     EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, conly, rsigma, workspace, 0, false, nullptr); },
                 ThrowsMessage<Error>(HasSubstr("argument 'z': expected row-wise data (column-wise data alone is not supported)")));
   }
+  // No rows: empty buffers may be NULL, as frameworks pass them.
+  {
+    Handle x0{nullptr, {0, kHidden}, kNVTEBFloat16}, rs0{nullptr, {0}, kNVTEFloat32};
+    Handle mx0{NVTE_MXFP8_1D_SCALING, nullptr, {0, kHidden}, kNVTEFloat8E4M3};
+    mx0.set_param(kNVTERowwiseScaleInv, nullptr, {0, 128}, kNVTEFloat8E8M0);
+    mx0.set_param(kNVTEColumnwiseData, nullptr, {0, kHidden}, kNVTEFloat8E4M3);
+    mx0.set_param(kNVTEColumnwiseScaleInv, nullptr, {0, 4096}, kNVTEFloat8E8M0);
+    expect_rejected_after_the_data_checks(
+        [&] { nvte_rmsnorm_fwd(x0, gamma, 1e-5f, mx0, rs0, workspace, 0, false, nullptr); });
+  }
   mx.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat8E4M3);
+  // Column-wise scales without column-wise data are not silently dropped.
+  expect(mx, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected no buffer without column-wise "
+             "data (kNVTEColumnwiseData), got a buffer of shape [4, 4096]");
   mx.set_param(kNVTEColumnwiseScaleInv, nullptr, {0}, kNVTEFloat8E8M0);
   // Data: the scales present and apart from every argument; the rest 16-byte aligned.
   mx.set_param(kNVTERowwiseScaleInv, nullptr, {128, 128}, kNVTEFloat8E8M0);

@@ -157,6 +157,10 @@ void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
                      dtype_name(z.data.dtype));
   NORMTUNE_CHECK_ARG(hidden % kMxBlock == 0, "z", "a hidden size divisible by 32 (MXFP8 blocks of 32 elements)",
                      hidden);
+  NORMTUNE_CHECK_ARG(z.has_columnwise_data() || !is_given(z.columnwise_scale_inv),
+                     "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
+                     "no buffer without column-wise data (kNVTEColumnwiseData)",
+                     detail::concat("a buffer of shape ", z.columnwise_scale_inv.shape.str()));
   if (z.has_columnwise_data()) {
     const BasicTensor& c = z.columnwise_data;
     NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, "z.columnwise_data (kNVTEColumnwiseData)",
@@ -213,7 +217,8 @@ void check_output_scale_buffers(const Tensor& z, size_t rows, size_t hidden) {
 void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, const Tensor& z) {
   if (z.scaling_mode == NVTE_MXFP8_1D_SCALING) {
     const BasicTensor& s = z.scale_inv;
-    NORMTUNE_CHECK_ARG(s.dptr != nullptr, "z.scale_inv (kNVTERowwiseScaleInv)",
+    // (No rows: every buffer is empty, and NULL, as frameworks pass it, is fine.)
+    NORMTUNE_CHECK_ARG(s.dptr != nullptr || s.numel() == 0, "z.scale_inv (kNVTERowwiseScaleInv)",
                        detail::concat("a device pointer to ", s.numel(), " E8M0 scales"), "NULL");
     for (const ArgSpec& a : spec.args) expect_no_overlap(s, "z.scale_inv (kNVTERowwiseScaleInv)", call[a.slot], a.name);
     if (z.has_columnwise_data()) {  // three more outputs: apart from every argument and each other
@@ -221,9 +226,10 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
       const BasicTensor& cs = z.columnwise_scale_inv;
       constexpr const char* kC = "z.columnwise_data (kNVTEColumnwiseData)";
       constexpr const char* kCs = "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)";
-      NORMTUNE_CHECK_ARG(c.dptr != nullptr, kC, detail::concat("a device pointer to ", c.numel(), " elements"), "NULL");
-      NORMTUNE_CHECK_ARG(cs.dptr != nullptr, kCs, detail::concat("a device pointer to ", cs.numel(), " E8M0 scales"),
-                         "NULL");
+      NORMTUNE_CHECK_ARG(c.dptr != nullptr || c.numel() == 0, kC,
+                         detail::concat("a device pointer to ", c.numel(), " elements"), "NULL");
+      NORMTUNE_CHECK_ARG(cs.dptr != nullptr || cs.numel() == 0, kCs,
+                         detail::concat("a device pointer to ", cs.numel(), " E8M0 scales"), "NULL");
       NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(c.dptr) % 16 == 0, kC, "a 16-byte aligned pointer (MXFP8)", c.dptr);
       for (const ArgSpec& a : spec.args) {
         expect_no_overlap(c, kC, call[a.slot], a.name);

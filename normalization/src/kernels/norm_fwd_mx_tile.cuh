@@ -17,6 +17,9 @@
 //   last tile's column blocks cover the rows that exist.
 // Both outputs are scaled and rounded exactly as the row-wise kernel does (mx_scale.h):
 // E = e8m0(amax / fp8_max) rounded up, codes = fp8(value * 2^(127 - E)), NaN ignored by amax.
+// (The row statistics are summed in another order than the row-wise-only kernel's, so a
+// row-wise code may differ in its last bit depending on whether column-wise data is asked
+// for; each is within the reference's rounding.)
 #pragma once
 
 #include "kernels/mx_scale.h"
@@ -46,7 +49,7 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_tile_kernel(con
 
   __shared__ ReduceSmem<K> smem;  // (group_reduce within 32 lanes does not touch it)
   __shared__ float row_mean[kMxBlock], row_rsigma[kMxBlock];
-  __shared__ float col_max[kMxTileGroups][kMxTileLanes * kVec];
+  __shared__ float col_max[kMxTileGroups][kVec][kMxTileLanes];  // lane-minor: no bank conflicts
   int phase = 0;
 
   const int hidden = p.hidden;
@@ -155,15 +158,15 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_tile_kernel(con
     }
     // Column-wise: each column's max over the tile's 32 rows (8 groups x R).
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) col_max[group][lane * kVec + k] = cmax[k];
+    for (int k = 0; k < kVec; ++k) col_max[group][k][lane] = cmax[k];
     __syncthreads();
     float cinv[kVec];
     uint8_t ce[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      float m = col_max[0][lane * kVec + k];
+      float m = col_max[0][k][lane];
 #pragma unroll
-      for (int w = 1; w < kMxTileGroups; ++w) m = fmaxf(m, col_max[w][lane * kVec + k]);
+      for (int w = 1; w < kMxTileGroups; ++w) m = fmaxf(m, col_max[w][k][lane]);
       ce[k] = mx_scale_exponent(m, max_code);
       cinv[k] = mx_inverse_scale(ce[k]);
     }

@@ -140,19 +140,24 @@ bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStre
 }
 
 // MXFP8 z with column-wise data: tiles of 32 rows (kernels/norm_fwd_mx_tile.cuh), the
-// columns split over several CTAs when there are fewer tiles than the device holds at once
-// (each split reads the whole rows of its tile for their statistics). The fused add keeps
-// one CTA per tile: it writes residual_out and reads it back, possibly in place of residual.
+// columns split over up to kMxTileMaxSplits CTAs when there are fewer tiles than the device
+// holds at once (each split reads the whole rows of its tile again for their statistics).
+// The fused add keeps one CTA per tile: it writes residual_out and reads it back, possibly
+// in place of residual.
+inline constexpr int64_t kMxTileMaxSplits = 4;
 template <typename Traits>
 void launch_fwd_mx_tile(const FwdArgs& args, cudaStream_t stream) {
   const FwdParams& p = args.params;
+  if (p.rows == 0) return;
   constexpr int kVec = 16 / sizeof(typename Traits::Input);
   const int64_t tiles = (p.rows + kMxBlock - 1) / kMxBlock;
   const int64_t chunks = (p.hidden / kVec + kMxTileLanes - 1) / kMxTileLanes;
-  const int64_t want = int64_t{std::max(args.sm_bound, 1)} * (kMaxCtaThreads * 2 / kMxTileThreads);
-  const int64_t splits = Traits::kResidualAdd
-                             ? 1
-                             : std::clamp<int64_t>((want + tiles - 1) / tiles, 1, std::min<int64_t>(chunks, 65535));
+  const int64_t resident =
+      int64_t{std::max(args.sm_bound, 1)} * resident_ctas_per_sm<norm_fwd_mx_tile_kernel<Traits>>(kMxTileThreads);
+  const int64_t splits =
+      Traits::kResidualAdd || tiles >= resident
+          ? 1
+          : std::clamp<int64_t>((resident + tiles - 1) / tiles, 1, std::min(chunks, kMxTileMaxSplits));
   NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_fwd_mx_tile_kernel<Traits>,
                                             dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
                                             kMxTileThreads, 0, stream, true, p));
