@@ -75,11 +75,14 @@ class Handle {
   Handle(const Tensor& t, Dims dims, NVTEScalingMode mode = NVTE_DELAYED_TENSOR_SCALING)
       : Handle(t.data_ptr(), nvte_dtype(t.scalar_type()), dims, mode) {}
   ~Handle() {
-    // A pooled handle goes back without its scale buffers (a NULL buffer is an absent one).
-    for (NVTETensorParam p : {kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv}) {
+    // A pooled handle goes back without its other buffers: a NULL scale buffer is an absent
+    // one; column-wise data (and its scales) absent is NULL with shape [0]. Otherwise the next
+    // call on this handle would write to the last call's column-wise buffers.
+    for (NVTETensorParam p : {kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv, kNVTEColumnwiseData,
+                              kNVTEColumnwiseScaleInv}) {
       if (!(extras_ & (1u << p))) continue;
-      const size_t one = 1;
-      const NVTEBasicTensor none{nullptr, kNVTEFloat32, normtune_make_shape(&one, 1)};
+      const size_t extent = p == kNVTEColumnwiseData || p == kNVTEColumnwiseScaleInv ? 0 : 1;
+      const NVTEBasicTensor none{nullptr, kNVTEFloat32, normtune_make_shape(&extent, 1)};
       normtune_set_tensor_param_v2(h_, p, &none, sizeof(none));
     }
     pool(mode_).free.push_back(h_);
@@ -88,7 +91,8 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   operator NVTETensor() const { return h_; }
 
-  // Another buffer of the tensor: kNVTEScale, kNVTEAmax or kNVTERowwiseScaleInv.
+  // Another buffer of the tensor: kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv,
+  // kNVTEColumnwiseData or kNVTEColumnwiseScaleInv (cleared again when the handle goes back).
   void set(NVTETensorParam param, const Tensor& t, Dims dims) {
     const NVTEBasicTensor b{t.data_ptr(), nvte_dtype(t.scalar_type()), normtune_make_shape(dims.d, dims.n)};
     normtune_set_tensor_param_v2(h_, param, &b, sizeof(b));
@@ -414,12 +418,16 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_meta(const Tensor& dy, const T
 // Gradients do not flow through a quantized y: a training recipe saves x and rsigma (and mu)
 // and calls rms_norm_bwd / layer_norm_bwd with the gradient of y, as TransformerEngine does.
 enum class NormOp { kRms, kLayer, kRmsAdd };
-// kFp8: per-tensor scale; kMxfp8: E8M0 block scales; kAmax: a high-precision y (x's dtype)
-// and the amax of its rounded values (TransformerEngine's norm + amax, for current scaling).
-enum class Quant { kFp8, kMxfp8, kAmax };
+// kFp8: per-tensor scale; kMxfp8: E8M0 block scales; kMxfp8Colwise: those and the
+// column-wise copy (TransformerEngine's MXFP8 column-wise usage: y's shape, one E8M0 scale per
+// 32 rows of a column, [roundup(ceil(rows / 32), 4), roundup(H, 128)]); kAmax: a
+// high-precision y (x's dtype) and the amax of its rounded values (TransformerEngine's norm +
+// amax, for current scaling).
+enum class Quant { kFp8, kMxfp8, kAmax, kMxfp8Colwise };
+bool is_mx(Quant q) { return q == Quant::kMxfp8 || q == Quant::kMxfp8Colwise; }
 
 struct QuantOutputs {
-  Tensor y, scales, residual_out, mu, rsigma, amax, scale_inv;
+  Tensor y, scales, y_colwise, colwise_scales, residual_out, mu, rsigma, amax, scale_inv;
 };
 
 // One quantized call: which norm and output, and its arguments (residual, bias, scale: null
@@ -471,19 +479,31 @@ std::vector<c10::SymInt> mx_scale_shape(const Tensor& x) {
   return {(rows + 127) / 128 * 128, (blocks + 3) / 4 * 4};
 }
 
+// [roundup(ceil(rows / 32), 4), roundup(H, 128)]: the column-wise MXFP8 scales.
+std::vector<c10::SymInt> mx_colwise_scale_shape(const Tensor& x) {
+  c10::SymInt rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  return {((rows + 31) / 32 + 3) / 4 * 4, (x.sym_size(-1) + 127) / 128 * 128};
+}
+
 // The outputs of a quantized call, like x (on its device, or the meta device).
 QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   QuantOutputs o;
   o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
-  if (q.quant == Quant::kMxfp8) {
+  if (is_mx(q.quant)) {
     // Zeroed: the kernel leaves the padding as TransformerEngine does; zero there (e8m0 0 is
     // 2^-127, never NaN) keeps the output deterministic.
     o.scales = at::zeros_symint(mx_scale_shape(x), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
   }
+  if (q.quant == Quant::kMxfp8Colwise) {
+    o.y_colwise = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
+    o.colwise_scales =
+        at::zeros_symint(mx_colwise_scale_shape(x), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
+  }
   if (q.norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
   if (q.norm == NormOp::kLayer) o.mu = stats_like(x);
   o.rsigma = stats_like(x);
-  if (q.quant != Quant::kMxfp8) o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
+  if (!is_mx(q.quant)) o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
   if (q.quant == Quant::kFp8) o.scale_inv = at::empty({1}, x.options().dtype(at::kFloat));
   return o;
 }
@@ -500,10 +520,16 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
   const Tensor r = q.residual != nullptr ? q.residual->contiguous() : Tensor();
   const Tensor sc = q.scale != nullptr ? q.scale->contiguous() : Tensor();
   QuantOutputs o = quant_outputs(q, c.x);
-  Handle hz(o.y, dims2(c), q.quant == Quant::kMxfp8 ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
-  if (q.quant == Quant::kMxfp8) {
-    hz.set(kNVTERowwiseScaleInv, o.scales,
-           {{static_cast<size_t>(o.scales.size(0)), static_cast<size_t>(o.scales.size(1))}, 2});
+  Handle hz(o.y, dims2(c), is_mx(q.quant) ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+  if (is_mx(q.quant)) {
+    auto dims_of = [](const Tensor& t) -> Dims {
+      return {{static_cast<size_t>(t.size(0)), static_cast<size_t>(t.size(1))}, 2};
+    };
+    hz.set(kNVTERowwiseScaleInv, o.scales, dims_of(o.scales));
+    if (q.quant == Quant::kMxfp8Colwise) {
+      hz.set(kNVTEColumnwiseData, o.y_colwise, dims2(c));
+      hz.set(kNVTEColumnwiseScaleInv, o.colwise_scales, dims_of(o.colwise_scales));
+    }
   } else {
     if (q.quant == Quant::kFp8) hz.set(kNVTEScale, sc, dims1(1));
     hz.set(kNVTEAmax, o.amax, dims1(1));
@@ -547,6 +573,7 @@ QuantOutputs quant(const QuantCall& q) {
 using T3 = std::tuple<Tensor, Tensor, Tensor>;
 using T4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 using T5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
+using T6 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 template <bool kMeta>
 T4 rms_norm_fp8(const Tensor& x, const Tensor& weight, double eps, const Tensor& scale, at::ScalarType out_dtype,
@@ -588,6 +615,26 @@ T4 fused_add_rms_norm_mxfp8(const Tensor& x, const Tensor& residual, const Tenso
   const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_mxfp8", NormOp::kRmsAdd, Quant::kMxfp8, x, &residual,
                                        weight, nullptr, nullptr, eps, out_dtype, zcg});
   return {o.y, o.scales, o.residual_out, o.rsigma};
+}
+template <bool kMeta>
+T5 rms_norm_mxfp8_colwise(const Tensor& x, const Tensor& weight, double eps, at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"rms_norm_mxfp8_colwise", NormOp::kRms, Quant::kMxfp8Colwise, x, nullptr,
+                                       weight, nullptr, nullptr, eps, out_dtype, zcg});
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.rsigma};
+}
+template <bool kMeta>
+T6 layer_norm_mxfp8_colwise(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"layer_norm_mxfp8_colwise", NormOp::kLayer, Quant::kMxfp8Colwise, x, nullptr,
+                                       weight, &bias, nullptr, eps, out_dtype, zcg});
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.mu, o.rsigma};
+}
+template <bool kMeta>
+T6 fused_add_rms_norm_mxfp8_colwise(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                                    at::ScalarType out_dtype, bool zcg) {
+  const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_mxfp8_colwise", NormOp::kRmsAdd, Quant::kMxfp8Colwise, x,
+                                       &residual, weight, nullptr, nullptr, eps, out_dtype, zcg});
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.residual_out, o.rsigma};
 }
 template <bool kMeta>
 T3 rms_norm_amax(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
@@ -782,6 +829,16 @@ TORCH_LIBRARY(normtune, m) {
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor mu, Tensor rsigma)");
   m.def("fused_add_rms_norm_mxfp8(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType out_dtype, "
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor residual_out, Tensor rsigma)");
+  // MXFP8 with the column-wise copy too (the backward GEMMs' operand), one pass.
+  m.def("rms_norm_mxfp8_colwise(Tensor x, Tensor weight, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, "
+        "Tensor rsigma)");
+  m.def("layer_norm_mxfp8_colwise(Tensor x, Tensor weight, Tensor bias, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, "
+        "Tensor mu, Tensor rsigma)");
+  m.def("fused_add_rms_norm_mxfp8_colwise(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType out_dtype, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, "
+        "Tensor residual_out, Tensor rsigma)");
   // Norm + amax (of y as rounded to x's dtype; for current scaling), forward only.
   m.def("rms_norm_amax(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> "
         "(Tensor y, Tensor rsigma, Tensor amax)");
@@ -812,6 +869,9 @@ TORCH_LIBRARY(normtune, m) {
   m.impl("rms_norm_mxfp8", &rms_norm_mxfp8<meta>);                        \
   m.impl("layer_norm_mxfp8", &layer_norm_mxfp8<meta>);                    \
   m.impl("fused_add_rms_norm_mxfp8", &fused_add_rms_norm_mxfp8<meta>);                \
+  m.impl("rms_norm_mxfp8_colwise", &rms_norm_mxfp8_colwise<meta>);                    \
+  m.impl("layer_norm_mxfp8_colwise", &layer_norm_mxfp8_colwise<meta>);                \
+  m.impl("fused_add_rms_norm_mxfp8_colwise", &fused_add_rms_norm_mxfp8_colwise<meta>);  \
   m.impl("rms_norm_amax", &rms_norm_amax<meta>);                          \
   m.impl("layer_norm_amax", &layer_norm_amax<meta>);                      \
   m.impl("fused_add_rms_norm_amax", &fused_add_rms_norm_amax<meta>)
@@ -834,8 +894,9 @@ TORCH_LIBRARY_IMPL(normtune, Meta, m) {
 
 TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
   for (const char* name : {"rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8",
-                           "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8", "rms_norm_amax", "layer_norm_amax",
-                           "fused_add_rms_norm_amax"}) {
+                           "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise",
+                           "layer_norm_mxfp8_colwise", "fused_add_rms_norm_mxfp8_colwise", "rms_norm_amax",
+                           "layer_norm_amax", "fused_add_rms_norm_amax"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quant_autograd>());
   }
   m.impl("rms_norm", &rms_norm_autograd);

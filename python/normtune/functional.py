@@ -68,12 +68,25 @@ def layer_norm_fp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sc
 
 
 def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: Optional[torch.Tensor] = None,
-                   fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-                   zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+                   fp8_dtype: torch.dtype = torch.float8_e4m3fn, zero_centered_gamma: bool = False,
+                   columnwise: bool = False) -> Tuple[torch.Tensor, ...]:
     """RMSNorm of x (or of x + residual) as MXFP8: FP8 data with one E8M0 scale per 32 elements
     of a row (H a multiple of 32). Returns (y, scales), with a residual (y, scales, x + residual);
     scales is torch.float8_e8m0fnu of shape [roundup(rows, 128), roundup(H / 32, 4)]
-    (TransformerEngine's layout; the padding is left unwritten)."""
+    (TransformerEngine's layout; the padding is left unwritten).
+
+    columnwise=True also writes the column-wise copy (what the backward GEMMs read), in the
+    same pass: y_colwise of y's shape with one E8M0 scale per 32 rows of a column,
+    colwise_scales [roundup(ceil(rows / 32), 4), roundup(H, 128)]; the result is then
+    (y, scales, y_colwise, colwise_scales) (+ x + residual)."""
+    if columnwise:
+        if residual is None:
+            y, scales, yc, cscales, _ = torch.ops.normtune.rms_norm_mxfp8_colwise.default(
+                x, weight, eps, fp8_dtype, zero_centered_gamma)
+            return y, scales, yc, cscales
+        y, scales, yc, cscales, residual_out, _ = torch.ops.normtune.fused_add_rms_norm_mxfp8_colwise.default(
+            x, residual, weight, eps, fp8_dtype, zero_centered_gamma)
+        return y, scales, yc, cscales, residual_out
     if residual is None:
         y, scales, _ = torch.ops.normtune.rms_norm_mxfp8.default(x, weight, eps, fp8_dtype, zero_centered_gamma)
         return y, scales
@@ -83,9 +96,14 @@ def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, res
 
 
 def layer_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
-                     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-                     zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-    """LayerNorm of x as MXFP8: (y, scales), as rms_norm_mxfp8."""
+                     fp8_dtype: torch.dtype = torch.float8_e4m3fn, zero_centered_gamma: bool = False,
+                     columnwise: bool = False) -> Tuple[torch.Tensor, ...]:
+    """LayerNorm of x as MXFP8: (y, scales), or with columnwise=True (y, scales, y_colwise,
+    colwise_scales), as rms_norm_mxfp8."""
+    if columnwise:
+        y, scales, yc, cscales, _, _ = torch.ops.normtune.layer_norm_mxfp8_colwise.default(
+            x, weight, bias, eps, fp8_dtype, zero_centered_gamma)
+        return y, scales, yc, cscales
     y, scales, _, _ = torch.ops.normtune.layer_norm_mxfp8.default(x, weight, bias, eps, fp8_dtype, zero_centered_gamma)
     return y, scales
 

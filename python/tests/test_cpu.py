@@ -107,7 +107,8 @@ def test_meta_kernels_take_symbolic_shapes():
 
 
 QUANT_OPS = ["rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8", "layer_norm_mxfp8",
-             "fused_add_rms_norm_mxfp8", "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
+             "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise", "layer_norm_mxfp8_colwise",
+             "fused_add_rms_norm_mxfp8_colwise", "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
@@ -132,6 +133,15 @@ def test_quantized_ops_shapes_and_dtypes(fp8):
         assert h.shape == x.shape
         y, scales = normtune.layer_norm_mxfp8(x[:, :1, :1056], w[:1056], w[:1056], fp8_dtype=fp8)
         assert scales.shape == (128, 36)  # 3 rows -> 128; 1056 / 32 = 33 blocks -> 36
+        # With the column-wise copy: 300 rows -> ceil(300 / 32) = 10 row blocks -> 12; 4096 columns.
+        y, scales, yc, cscales = normtune.rms_norm_mxfp8(x, w, fp8_dtype=fp8, columnwise=True)
+        assert yc.shape == x.shape and yc.dtype == fp8 and scales.shape == (384, 128)
+        assert cscales.shape == (12, 4096) and cscales.dtype == torch.float8_e8m0fnu
+        y, scales, yc, cscales, h = normtune.rms_norm_mxfp8(x, w, residual=x, fp8_dtype=fp8, columnwise=True)
+        assert h.shape == x.shape and h.dtype == torch.bfloat16 and yc.shape == x.shape
+        y, scales, yc, cscales = normtune.layer_norm_mxfp8(x[:, :1, :1056], w[:1056], w[:1056], fp8_dtype=fp8,
+                                                           columnwise=True)
+        assert cscales.shape == (4, 1152)  # 3 rows -> 1 row block -> 4; 1056 columns -> 1152
 
 
 def test_quantized_ops_bad_arguments():
@@ -146,6 +156,10 @@ def test_quantized_ops_bad_arguments():
             normtune.rms_norm_fp8(x, w, torch.empty(1, device="cuda", dtype=torch.bfloat16))
         with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
             normtune.rms_norm_mxfp8(x, w, residual=x[:2])
+        with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
+            normtune.rms_norm_mxfp8(x, w, residual=x[:2], columnwise=True)
+        with pytest.raises(RuntimeError, match="out_dtype must be torch.float8_e4m3fn or torch.float8_e5m2"):
+            normtune.layer_norm_mxfp8(x, w, w, fp8_dtype=torch.float16, columnwise=True)
     with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
         normtune.rms_norm_fp8(torch.randn(4, 64), torch.ones(64), torch.ones(1))
 
@@ -160,6 +174,8 @@ def test_quantized_ops_refuse_inputs_that_require_grad():
     assert y.dtype == torch.float8_e4m3fn and scales.shape == (128, 8)
     y, scale_inv, amax = normtune.rms_norm_fp8(x.detach(), w, torch.empty(1, device="meta"))
     assert not y.requires_grad
+    with pytest.raises(RuntimeError, match="x requires grad, but the quantized and amax ops are forward only"):
+        normtune.rms_norm_mxfp8(x, w, columnwise=True)
 
 
 def test_amax_ops_shapes_and_dtypes():

@@ -257,6 +257,37 @@ def test_mxfp8_outputs(norm):
     assert (ratio <= 448 * (1 + 1e-5)).all() and (ratio > 224 * (1 - 1e-5)).all()
 
 
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+def test_mxfp8_columnwise_outputs(norm):
+    rows, hidden = 70, 2048  # 3 blocks of rows, the last one partial (6 rows)
+    x, r, w, b = norm_inputs(9, rows, hidden)
+    (y, scales, yc, cscales), want = run_variant(
+        norm, lambda x, w, residual=None: normtune.rms_norm_mxfp8(x, w, residual=residual, columnwise=True),
+        lambda x, w, b: normtune.layer_norm_mxfp8(x, w, b, columnwise=True), x, r, w, b)
+    assert scales.shape == (128, 64) and cscales.shape == (4, 2048) and yc.shape == x.shape
+    rel, sub = fp8_code_tolerance(torch.float8_e4m3fn)
+    # Row-wise as without the column-wise copy.
+    s = torch.exp2(scales.view(torch.uint8)[:rows].double() - 127).repeat_interleave(32, dim=1)
+    excess = (y.double() * s - want).abs() - rel * want.abs() - sub * s
+    assert excess.max().item() <= 0, f"row-wise: max excess {excess.max().item()}"
+    # Column-wise: one scale per 32 rows of a column, the smallest power of two that fits.
+    col_scale = torch.exp2(cscales.view(torch.uint8)[:3].double() - 127)  # [3, hidden]
+    sc = col_scale.repeat_interleave(32, dim=0)[:rows]
+    excess = (yc.double() * sc - want).abs() - rel * want.abs() - sub * sc
+    assert excess.max().item() <= 0, f"column-wise: max excess {excess.max().item()}"
+    block_max = torch.stack([want[i * 32:(i + 1) * 32].abs().amax(0) for i in range(3)])  # [3, hidden]
+    ratio = block_max / col_scale
+    assert (ratio <= 448 * (1 + 1e-5)).all() and (ratio > 224 * (1 - 1e-5)).all()
+    # The padding (row blocks 3 of 4) stays as allocated (zero).
+    assert (cscales.view(torch.uint8)[3:] == 0).all()
+    # A later row-wise-only call (the same pooled tensor handle) writes nothing of this call's.
+    kept, kept_scales = yc.view(torch.uint8).clone(), cscales.view(torch.uint8).clone()
+    normtune.rms_norm_mxfp8(2 * x, w)
+    normtune.layer_norm_mxfp8(2 * x, w, b)
+    torch.cuda.synchronize()
+    assert torch.equal(yc.view(torch.uint8), kept) and torch.equal(cscales.view(torch.uint8), kept_scales)
+
+
 def test_quantized_ops_opcheck_and_compile():
     x = torch.randn(6, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
@@ -264,6 +295,8 @@ def test_quantized_ops_opcheck_and_compile():
     ops = torch.ops.normtune
     torch.library.opcheck(ops.rms_norm_fp8.default, (x, w, 1e-6, scale, torch.float8_e4m3fn, False))
     torch.library.opcheck(ops.rms_norm_mxfp8.default, (x, w, 1e-6, torch.float8_e4m3fn, False))
+    torch.library.opcheck(ops.rms_norm_mxfp8_colwise.default, (x, w, 1e-6, torch.float8_e4m3fn, False))
+    torch.library.opcheck(ops.layer_norm_mxfp8_colwise.default, (x, w, w, 1e-5, torch.float8_e4m3fn, False))
 
     def f(t):
         y, scale_inv, amax = normtune.rms_norm_fp8(t * 2, w, scale)
