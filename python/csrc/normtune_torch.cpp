@@ -289,11 +289,17 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fwd_cuda(const Tensor& x, const Te
 // and dtype, rsigma and mu fp32 of [rows] (rows: every dimension of x but the last); on x's
 // device. The library checks its handles against x's [rows, H], so a tensor of another size
 // must be caught here.
+// The rows of x's [rows, H] view (symbolic under torch.compile with dynamic shapes).
+c10::SymInt sym_rows(const Tensor& x) {
+  c10::SymInt rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  return rows;
+}
+
 void check_bwd_args(const char* op, const Tensor& dy, const Tensor& x, const Tensor* add, const Tensor* mu,
                     const Tensor& rsigma, const Tensor& weight) {
   check_shapes(op, x, weight);
-  c10::SymInt rows = 1;
-  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
+  const c10::SymInt rows = sym_rows(x);
   for (const Tensor* t : {&dy, add}) {
     if (t == nullptr) continue;
     const char* name = t == &dy ? "dy" : "add";
@@ -366,9 +372,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_bwd_cuda(const Tensor& dy, const T
 // ---- kernels (Meta: shapes and dtypes only) ------------------------------------------------
 // [rows] fp32: rows = the product of every dimension but the last (symbolic ones too).
 Tensor stats_like(const Tensor& x) {
-  c10::SymInt rows = 1;
-  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
-  return at::empty_symint({rows}, x.options().dtype(at::kFloat));
+  return at::empty_symint({sym_rows(x)}, x.options().dtype(at::kFloat));
 }
 
 std::tuple<Tensor, Tensor> rms_norm_fwd_meta(const Tensor& x, const Tensor& weight, double, bool) {
@@ -473,17 +477,13 @@ void check_quant_args(const QuantCall& q) {
 
 // [roundup(rows, 128), roundup(H / 32, 4)]: the MXFP8 scales of a [rows, H] output.
 std::vector<c10::SymInt> mx_scale_shape(const Tensor& x) {
-  c10::SymInt rows = 1;
-  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
   const c10::SymInt blocks = x.sym_size(-1) / 32;
-  return {(rows + 127) / 128 * 128, (blocks + 3) / 4 * 4};
+  return {(sym_rows(x) + 127) / 128 * 128, (blocks + 3) / 4 * 4};
 }
 
 // [roundup(ceil(rows / 32), 4), roundup(H, 128)]: the column-wise MXFP8 scales.
 std::vector<c10::SymInt> mx_colwise_scale_shape(const Tensor& x) {
-  c10::SymInt rows = 1;
-  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.sym_size(i);
-  return {((rows + 31) / 32 + 3) / 4 * 4, (x.sym_size(-1) + 127) / 128 * 128};
+  return {((sym_rows(x) + 31) / 32 + 3) / 4 * 4, (x.sym_size(-1) + 127) / 128 * 128};
 }
 
 // The outputs of a quantized call, like x (on its device, or the meta device).

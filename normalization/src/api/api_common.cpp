@@ -148,11 +148,9 @@ constexpr ScaleBuffer kZScaleBuffers[] = {
 // padding is not written); no per-tensor scale or amax. Column-wise data too, optionally:
 // FP8 of the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column
 // in columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no
-// column-wise amax. (Column-wise data alone is not taken: the norm's output is read row-wise
-// by the next GEMM's forward.)
+// column-wise amax. (Column-wise data alone is refused by check_call: the norm's output is
+// read row-wise by the next GEMM's forward.)
 void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
-  NORMTUNE_CHECK_ARG(z.has_data(), "z", "row-wise data (column-wise data alone is not supported)",
-                     "column-wise data only");
   NORMTUNE_CHECK_ARG(is_fp8(z.data.dtype), "z", "dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING",
                      dtype_name(z.data.dtype));
   NORMTUNE_CHECK_ARG(hidden % kMxBlock == 0, "z", "a hidden size divisible by 32 (MXFP8 blocks of 32 elements)",
