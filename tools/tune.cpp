@@ -35,7 +35,9 @@ const char* const kHelp = R"(normtune tune [options]
                      rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add (backward)
     --dtypes LIST    bf16,fp16,fp32 (default bf16)
     --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
-                     scaled e4m3: the lines for an fp8e4m3 otype)
+                     scaled e4m3: the lines for an fp8e4m3 otype), mxfp8 (row-wise MXFP8
+                     e4m3: NORMTUNE_TUNED_SCALED lines, staged layouts only, whole 32-element
+                     blocks per group of lanes)
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
@@ -60,9 +62,12 @@ std::vector<std::string> split(std::string_view s) {
   }
 }
 
+constexpr int kMxfp8Block = 32;  // elements per MXFP8 scale
+
 struct Problem {
   DType t;
   DType o;  // z's dtype
+  ScalingMode scaling;
   std::string dname;
   int hidden;
   size_t rows;
@@ -73,7 +78,7 @@ template <typename Plan>
 void print_line(const OpInfo& op, const Problem& pb, const Plan& plan, double us, const DeviceInfo& dev,
                 const char* date) {
   const std::string tool = detail::concat("normtune tune ", version(), ", ", pb.rows, "x", pb.hidden);
-  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.o, static_cast<uint32_t>(pb.hidden));
+  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.o, static_cast<uint32_t>(pb.hidden), pb.scaling);
   std::printf("%s\n", tuned_table_line(key, plan, Provenance{dev.name.c_str(), date, us, tool.c_str()}).c_str());
   std::fflush(stdout);
 }
@@ -199,9 +204,9 @@ int run(const std::vector<std::string_view>& args) {
       outs.clear();
       for (const std::string& name : split(value())) {
         bench::ZFormat f;
-        // MXFP8 lines need a scaling mode in the tuned table's line format (not there yet).
-        NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && f != bench::ZFormat::kMxfp8, "tune: --out ", name,
-                       ": expected same or fp8");
+        // (Column-wise MXFP8 takes its own row-tile kernels: no table lines.)
+        NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && f != bench::ZFormat::kMxfp8Colwise, "tune: --out ",
+                       name, ": expected same, fp8 or mxfp8");
         outs.push_back(f);
       }
     } else if (args[i] == "--hidden") {
@@ -256,7 +261,9 @@ int run(const std::vector<std::string_view>& args) {
         if (is_backward(op.stage)) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
-          if (out == bench::ZFormat::kSame) tune_backward(op, Problem{t, t, dname, hidden, bwd_rows}, dev, timer, reps, date);
+          if (out == bench::ZFormat::kSame) {
+            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, dev, timer, reps, date);
+          }
           continue;
         }
         const bool ln = op.norm == NormType::kLayerNorm;
@@ -276,7 +283,12 @@ int run(const std::vector<std::string_view>& args) {
         // fp64 reference is the one printed.
         std::vector<std::pair<double, FwdPlan>> timed;
         const int max_cluster = dev.supports_clusters ? clusters : 1;
+        const bool mx = out == bench::ZFormat::kMxfp8;
         for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size, max_cluster)) {
+          // MXFP8 z: the staged layouts whose groups hold whole 32-element blocks.
+          if (mx && (plan.layout != FwdLayout::kStaged || plan.threads_per_row % (kMxfp8Block / vec) != 0)) {
+            continue;
+          }
           // With an override set, forward calls run the general kernel with that plan. A
           // layout the device cannot launch (a cluster too large for it) is skipped.
           set_forward_plan_override(&plan);
@@ -305,7 +317,8 @@ int run(const std::vector<std::string_view>& args) {
             },
             detail::concat(op.name, " ", dname, " ", hidden, " z ", bench::z_format_name(out)));
         set_forward_plan_override(nullptr);
-        print_line(op, Problem{t, hz.dtype(), dname, hidden, rows}, best, best_us, dev, date);
+        print_line(op, Problem{t, hz.dtype(), mx ? ScalingMode::kMxfp8_1D : ScalingMode::kNone, dname, hidden, rows},
+                   best, best_us, dev, date);
       }
       }  // outs
     }

@@ -138,6 +138,20 @@ TEST(PlanText, TunedTableLine) {
             "NORMTUNE_TUNED(RMSNorm, BackwardAdd, bf16, bf16, bf16, fp32, 2048, (.layout = BwdLayout::kRegisters, "
             ".vecs_per_thread = 2, .threads_per_row = 128, .rows_per_cta = 1), "
             "(.device = \"\", .date = \"2026-11-30\", .time_us = 0.00, .tool = \"t\"))");
+  // MXFP8 z: the scaled line, the mode as ScalingMode's enumerator without its k.
+  FwdPlan staged{.layout = FwdLayout::kStaged, .vecs_per_thread = 4, .threads_per_row = 128};
+  EXPECT_EQ(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                                      DType::kFloat8E4M3, 4096, ScalingMode::kMxfp8_1D),
+                             canonical(staged), pv),
+            "NORMTUNE_TUNED_SCALED(RMSNorm, Forward, bf16, bf16, fp8e4m3, fp32, Mxfp8_1D, 4096, "
+            "(.layout = FwdLayout::kStaged, .vecs_per_thread = 4, .threads_per_row = 128, .ctas_per_row = 1, "
+            ".rows_per_cta = 1, .stage_weights = false), "
+            "(.device = \"NVIDIA H200\", .date = \"2026-11-30\", .time_us = 12.34, .tool = \"normtune tune 0.1.0\"))");
+  // Other scaling modes, flags and the any-size key have no line.
+  EXPECT_THROW(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                                         DType::kFloat8E4M3, 4096, ScalingMode::kNvfp4_1D),
+                                canonical(staged), pv),
+               Error);
 }
 
 // A config string back into a plan, through the same field table that printed it.
@@ -532,7 +546,9 @@ std::vector<std::string> table_lines(const std::string& path) {
   std::vector<std::string> out;
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("NORMTUNE_TUNED(", 0) == 0) out.push_back(normalize_time(line));
+    if (line.rfind("NORMTUNE_TUNED(", 0) == 0 || line.rfind("NORMTUNE_TUNED_SCALED(", 0) == 0) {
+      out.push_back(normalize_time(line));
+    }
   }
   return out;
 }
@@ -544,7 +560,8 @@ void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) 
   ASSERT_TRUE(parse_config(e.config, &plan)) << e.name;
   EXPECT_EQ(config_string(plan), e.config) << e.name;
   const OpInfo& op = op_of(k.norm, k.stage);
-  EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), "_h", k.hidden_size, name_tags(plan)));
+  EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), k.scaling == ScalingMode::kMxfp8_1D ? "_mxfp8" : "",
+                                   "_h", k.hidden_size, name_tags(plan)));
   const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
   EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
   if constexpr (std::is_same_v<Plan, FwdPlan>) {
@@ -572,7 +589,11 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
     EXPECT_NE(e->arch, ArchFamily::kAny);
     EXPECT_EQ(k, k.entry_key());
     EXPECT_EQ(k.ctype, DType::kFloat32);
-    EXPECT_EQ(k.scaling, ScalingMode::kNone);
+    // Unscaled (or per-tensor FP8) lines, and row-wise MXFP8 ones: forward, FP8 z, staged.
+    EXPECT_TRUE(k.scaling == ScalingMode::kNone ||
+                (k.scaling == ScalingMode::kMxfp8_1D && !is_backward(k.stage) && is_fp8(k.otype) &&
+                 e->config.rfind("layout=staged", 0) == 0))
+        << scaling_mode_name(k.scaling);
     EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype)) << "types outside the op's type list";
     EXPECT_THAT(e->name, HasSubstr(detail::concat("_h", k.hidden_size)));
     EXPECT_THAT(e->config, ::testing::StartsWith("layout="));

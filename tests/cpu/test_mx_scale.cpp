@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "normalization/src/kernels/mx_scale.h"
 
@@ -36,6 +37,37 @@ TEST(MxScale, ExponentIsTheSmallestPowerOfTwoThatFitsTheBlock) {
       // value within rounding of a power of two may land one ulp over the max, and saturates.)
       ASSERT_LE(amax * mx_inverse_scale(e), max * (1.f + 1e-6f)) << amax;
       ASSERT_GT(amax * mx_inverse_scale(e) * 2.f, max * (1.f - 1e-6f)) << amax;
+    }
+  }
+}
+
+// The kernels' branch-free exponent equals convert.h's float_to_e8m0 (round up, saturating)
+// bit for bit: with a max of 1 (x itself) over every exponent with the fraction's edge cases
+// (0, 1 ulp, around the subnormal halfway point, all ones) and random fractions, both signs,
+// zero, subnormals, inf and NaN; and with the fp8 maxima on random magnitudes.
+TEST(MxScale, BranchFreeExponentEqualsTheConversion) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> frac_dist(0, 0x7FFFFFu);
+  size_t checked = 0;
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t code = 0; code < 256; ++code) {
+      std::vector<uint32_t> fracs = {0u, 1u, 2u, 0x3FFFFFu, 0x400000u, 0x400001u, 0x7FFFFEu, 0x7FFFFFu};
+      for (int i = 0; i < 512; ++i) fracs.push_back(frac_dist(rng));
+      for (uint32_t frac : fracs) {
+        const float x = bits_float(sign | code << 23 | frac);
+        const uint8_t want = float_to_e8m0(x, E8M0Rounding::kUp);
+        ASSERT_EQ(mx_scale_exponent(x, 1.f), want) << std::hex << (sign | code << 23 | frac);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 200000u);
+  std::uniform_real_distribution<float> mant(1.f, 2.f);
+  std::uniform_int_distribution<int> expo(-140, 140);
+  for (int i = 0; i < 100000; ++i) {
+    const float amax = std::ldexp(mant(rng), expo(rng));
+    for (const float max : {fp8_max(DType::kFloat8E4M3), fp8_max(DType::kFloat8E5M2)}) {
+      ASSERT_EQ(mx_scale_exponent(amax, max), float_to_e8m0(amax * (1.f / max), E8M0Rounding::kUp)) << amax;
     }
   }
 }

@@ -210,10 +210,13 @@ inline ::testing::AssertionResult same_bits(const HostArray& a, const HostArray&
 
 // ---- tuned entries ------------------------------------------------------------------------
 // The registry's tuned entries of the given stages (for parameterized suites).
-inline std::vector<const KernelEntry*> tuned_entries(std::initializer_list<Stage> stages) {
+// The tuned entries of those stages and z's scaling (row-wise MXFP8 lines apart: their
+// output is checked by its own suite).
+inline std::vector<const KernelEntry*> tuned_entries(std::initializer_list<Stage> stages,
+                                                     ScalingMode scaling = ScalingMode::kNone) {
   std::vector<const KernelEntry*> out;
   for (const KernelEntry* e : kernel_registry().entries()) {
-    if (e->is_general()) continue;
+    if (e->is_general() || e->key.scaling != scaling) continue;
     for (Stage st : stages) {
       if (e->key.stage == st) out.push_back(e);
     }

@@ -829,7 +829,7 @@ void check_mx_block(const std::vector<double>& want, const HostArray& z, const H
   written[at] = true;
   ++tally.blocks;
   const uint8_t got_e = scales.raw[at];
-  const uint8_t ref_e = mx_scale_exponent(static_cast<float>(amax), max);
+  const uint8_t ref_e = float_to_e8m0(static_cast<float>(amax) * (1.f / max), E8M0Rounding::kUp);
   if (got_e != ref_e) {
     const double ratio = amax / max, nearest = std::exp2(std::round(std::log2(ratio)));
     if (std::abs(int{got_e} - int{ref_e}) == 1 && std::fabs(ratio - nearest) <= 1e-5 * nearest) {
@@ -975,6 +975,16 @@ void expect_mx_side_outputs(const MxCase& k, const MxRun& r) {
   }
 }
 
+// A row-wise MXFP8 call's output: every block against the reference (check_mx_block), the
+// tally's bounds and the scale padding, then mu, rsigma and residual_out.
+void expect_mx_rowwise_output(const MxCase& k, const MxRun& r) {
+  MxTally tally;
+  std::vector<bool> written(r.srows * r.scols, false);
+  check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
+  expect_mx_tally(tally, r.scales, written, "row-wise");
+  expect_mx_side_outputs(k, r);
+}
+
 // MXFP8 z (row-wise): per 32-element block of a row, E = the smallest power of two that fits
 // the block's max |value| (kernels/mx_scale.h, TransformerEngine's quantizer), codes =
 // fp8(value * 2^(127 - E)). Against the fp64 reference on the host (check_mx_block). Scales
@@ -995,11 +1005,7 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
                           MxCase{NormType::kLayerNorm, false, f32, e5, 300, 96, false, false}}) {
     SCOPED_TRACE(k.describe(false));
     const MxRun r = run_mx(k, false, 21);
-    MxTally tally;
-    std::vector<bool> written(r.srows * r.scols, false);
-    check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
-    expect_mx_tally(tally, r.scales, written, "row-wise");
-    expect_mx_side_outputs(k, r);
+    expect_mx_rowwise_output(k, r);
   }
 }
 
@@ -1010,8 +1016,9 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
 // of a row count that is not a multiple of 32 covers the rows that exist. Both checked
 // against the fp64 reference (check_mx_block), both scale tensors' padding left as it was,
 // every element of both outputs written. Row counts from 1 to 300, hidden sizes with a partial
-// last chunk, tiles whose columns are split over several CTAs (few rows), the fused add in
-// place.
+// last chunk, tiles on clusters of 1 to 16 CTAs (kernels/norm_fwd_mx_cluster.cuh) and rows
+// too long for that (norm_fwd_mx_tile.cuh, columns split over several CTAs when rows are
+// few), the fused add in place.
 TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
   const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
   const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
@@ -1025,7 +1032,12 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
                           MxCase{NormType::kRMSNorm, false, bf, e4, 300, 128, true, true},
                           MxCase{NormType::kLayerNorm, false, f32, e5, 96, 96, false, false},
                           MxCase{NormType::kRMSNorm, true, hf, e4, 256, 1024, false, false},
-                          MxCase{NormType::kRMSNorm, true, bf, e4, 70, 2048, true, false, true}}) {
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 70, 2048, true, false, true},
+                          // A cluster of 16 CTAs with the fused add; rows too long for any
+                          // cluster's shared memory (the streamed tile kernel), plain and in place.
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 45, 32768, false, false},
+                          MxCase{NormType::kLayerNorm, false, bf, e4, 40, 65536, true, false},
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 33, 65536, false, false, true}}) {
     SCOPED_TRACE(k.describe(true));
     const MxRun r = run_mx(k, true, 31);
     EXPECT_FALSE(r.kernel.tuned) << "column-wise output takes the general kernel";
@@ -1060,6 +1072,55 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
     if (HasFailure()) return;
   }
 }
+
+// The autotuner's hook (`normtune tune --out mxfp8`): with a forward plan override, an MXFP8
+// call runs the general kernel with that staged layout, whatever its rows per CTA, vectors
+// per thread and staged weights; each result checked against the fp64 reference as above.
+TEST_F(NormFwdGpu, Mxfp8OutputThroughTheOverride) {
+  const DType bf = DType::kBFloat16, e4 = DType::kFloat8E4M3;
+  for (const FwdPlan& plan :
+       {FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 4, .threads_per_row = 128},
+        FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 2, .threads_per_row = 256, .rows_per_cta = 2},
+        FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 64, .rows_per_cta = 4,
+                .stage_weights = true}}) {
+    for (const MxCase& k : {MxCase{NormType::kRMSNorm, false, bf, e4, 97, 4096, true, false},
+                            MxCase{NormType::kLayerNorm, false, bf, e4, 33, 4096, false, false},
+                            MxCase{NormType::kRMSNorm, true, bf, e4, 40, 4096, true, false}}) {
+      SCOPED_TRACE(k.describe(false) + " " + config_string(plan));
+      ASSERT_EQ(set_forward_plan_override(&plan), nullptr);
+      const MxRun r = run_mx(k, false, 51);
+      set_forward_plan_override(nullptr);
+      EXPECT_FALSE(r.kernel.tuned);
+      expect_mx_rowwise_output(k, r);
+    }
+  }
+}
+
+// Tuned row-wise MXFP8 entries (NORMTUNE_TUNED_SCALED lines): the entry runs (not the
+// general kernel), its codes and scales checked against the fp64 reference as above, in both
+// scale layouts, one row and a row count that is no multiple of anything. (The table has no
+// such line yet: the suite is then empty.)
+class TunedMxfp8FwdGpu : public TunedEntryGpu {};
+
+TEST_P(TunedMxfp8FwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
+  const KernelEntry& e = *GetParam();
+  ASSERT_EQ(e.key.wtype, e.key.itype) << "run_mx takes gamma in x's type";
+  for (const size_t rows : {size_t{1}, size_t{37}}) {
+    const MxCase k{e.key.norm, e.key.stage == Stage::kForwardAdd, e.key.itype, e.key.otype, rows,
+                   e.key.hidden_size, rows == 37, false};
+    SCOPED_TRACE(k.describe(false));
+    const MxRun r = run_mx(k, false, 61);
+    EXPECT_EQ(r.kernel.name, e.name);
+    EXPECT_TRUE(r.kernel.tuned);
+    expect_mx_rowwise_output(k, r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, TunedMxfp8FwdGpu,
+                         ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd},
+                                                           ScalingMode::kMxfp8_1D)),
+                         tuned_entry_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TunedMxfp8FwdGpu);
 
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
   std::vector<std::thread> threads;

@@ -169,8 +169,10 @@ std::string name_tags(const FwdPlan& plan);
 std::string name_tags(const BwdPlan& plan);
 
 // The complete `.def` line for a tuned entry (what `normtune tune` prints). The key must be
-// an entry key without scaling or flags (a table line has no field for them).
+// an entry key without flags (a table line has no field for them), unscaled or row-wise
+// MXFP8 (the NORMTUNE_TUNED_SCALED line; other scaling modes are an error).
 //   NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 1024, (<def_config>), (<provenance>))
+//   NORMTUNE_TUNED_SCALED(RMSNorm, Forward, bf16, bf16, fp8e4m3, fp32, Mxfp8_1D, 4096, (...), (...))
 std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance);
 std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance);
 

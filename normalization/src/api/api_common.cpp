@@ -143,6 +143,15 @@ constexpr ScaleBuffer kZScaleBuffers[] = {
     {"z.amax (kNVTEAmax)", &Tensor::amax, false, true, nullptr},
 };
 
+// An MXFP8 scale tensor `name` (`what`): present, e8m0 of shape `want` (`formula`).
+void check_e8m0_scales(const BasicTensor& s, const char* name, const char* what, const Shape& want,
+                       const char* formula) {
+  NORMTUNE_CHECK_ARG(s.has_data(), name, detail::concat(what, ", e8m0 of shape ", want.str()), "none");
+  NORMTUNE_CHECK_ARG(s.dtype == DType::kFloat8E8M0 && s.shape == want, name,
+                     detail::concat("e8m0 of shape ", want.str(), " = ", formula),
+                     detail::concat(dtype_name(s.dtype), " of shape ", s.shape.str()));
+}
+
 // An MXFP8 z: FP8 row-wise data, hidden a multiple of 32, and its E8M0 scales in
 // scale_inv, [roundup(rows, 128), roundup(hidden / 32, 4)] (TransformerEngine's shape; the
 // padding is not written); no per-tensor scale or amax. Column-wise data too, optionally:
@@ -164,26 +173,19 @@ void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
     NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, "z.columnwise_data (kNVTEColumnwiseData)",
                        detail::concat(dtype_name(z.data.dtype), " of shape ", z.data.shape.str(), " (the row-wise data's)"),
                        detail::concat(dtype_name(c.dtype), " of shape ", c.shape.str()));
-    const Shape cwant{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
-                      static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))};
-    const BasicTensor& cs = z.columnwise_scale_inv;
-    NORMTUNE_CHECK_ARG(cs.has_data(), "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
-                       detail::concat("the column-wise E8M0 block scales, e8m0 of shape ", cwant.str()), "none");
-    NORMTUNE_CHECK_ARG(cs.dtype == DType::kFloat8E8M0 && cs.shape == cwant, "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
-                       detail::concat("e8m0 of shape ", cwant.str(), " = [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]"),
-                       detail::concat(dtype_name(cs.dtype), " of shape ", cs.shape.str()));
+    check_e8m0_scales(z.columnwise_scale_inv, "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
+                      "the column-wise E8M0 block scales",
+                      Shape{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
+                            static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))},
+                      "[roundup(ceil(rows / 32), 4), roundup(hidden, 128)]");
     NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), "z.columnwise_amax (kNVTEColumnwiseAmax)",
                        "no buffer (an MXFP8 z has block scales only)",
                        detail::concat("a buffer of shape ", z.columnwise_amax.shape.str()));
   }
-  const Shape want{static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(rows))),
-                   static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(hidden)))};
-  const BasicTensor& s = z.scale_inv;
-  NORMTUNE_CHECK_ARG(s.has_data(), "z.scale_inv (kNVTERowwiseScaleInv)",
-                     detail::concat("the E8M0 block scales, e8m0 of shape ", want.str()), "none");
-  NORMTUNE_CHECK_ARG(s.dtype == DType::kFloat8E8M0 && s.shape == want, "z.scale_inv (kNVTERowwiseScaleInv)",
-                     detail::concat("e8m0 of shape ", want.str(), " = [roundup(rows, 128), roundup(hidden / 32, 4)]"),
-                     detail::concat(dtype_name(s.dtype), " of shape ", s.shape.str()));
+  check_e8m0_scales(z.scale_inv, "z.scale_inv (kNVTERowwiseScaleInv)", "the E8M0 block scales",
+                    Shape{static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(rows))),
+                          static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(hidden)))},
+                    "[roundup(rows, 128), roundup(hidden / 32, 4)]");
   for (const BasicTensor* t : {&z.scale, &z.amax}) {
     NORMTUNE_CHECK_ARG(!is_given(*t), t == &z.scale ? "z.scale (kNVTEScale)" : "z.amax (kNVTEAmax)",
                        "no buffer (an MXFP8 z has block scales only)", detail::concat("a buffer of shape ", t->shape.str()));

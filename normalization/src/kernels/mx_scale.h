@@ -24,17 +24,23 @@ inline constexpr int kMxBlock = 32;
 
 constexpr float fp8_max(DType t) { return t == DType::kFloat8E4M3 ? kFp8E4M3Max : kFp8E5M2Max; }
 
-// The biased exponent E of a block's scale.
+// The biased exponent E of a block's scale: float_to_e8m0(amax * (1 / fp8_max), kUp) with
+// saturation (convert.h), bit for bit, written without branches (the kernels compute one per
+// block; tests/cpu/test_mx_scale.cpp checks it against float_to_e8m0). The sign is ignored.
 NORMTUNE_HD_INLINE uint8_t mx_scale_exponent(float amax, float fp8_max_value) {
-  return float_to_e8m0(amax * (1.f / fp8_max_value), E8M0Rounding::kUp);
+  const uint32_t b = float_bits(amax * (1.f / fp8_max_value)) & 0x7FFFFFFFu;
+  const uint32_t code = b >> 23, frac = b & 0x7FFFFFu;
+  uint32_t e = code + (frac != 0u ? 1u : 0u);     // up to the next power of two
+  e = code == 0u && frac <= 0x400000u ? 0u : e;     // zero, subnormals up to 2^-127: 2^-127
+  e = e >= 0xFFu ? 0xFEu : e;                        // inf, finite above 2^127: 2^127 (saturated)
+  return static_cast<uint8_t>(b > 0x7F800000u ? 0xFFu : e);  // NaN
 }
 
 // 2^(127 - E): what a block's values are multiplied by before the conversion (E = 254 gives
 // 2^-127, a subnormal; E = 255 is NaN).
 NORMTUNE_HD_INLINE float mx_inverse_scale(uint8_t e) {
-  if (e == 0xFFu) return bits_float(0x7FC00000u);
-  if (e == 0xFEu) return bits_float(0x00400000u);
-  return bits_float(static_cast<uint32_t>(254u - e) << 23);
+  const uint32_t normal = (254u - e) << 23;  // (unused for E = 255)
+  return bits_float(e == 0xFFu ? 0x7FC00000u : e == 0xFEu ? 0x00400000u : normal);
 }
 
 // The row-wise scale tensor's shape for [rows, hidden] data.

@@ -136,10 +136,12 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
       y[k] *= q.scale;
     }
   }
-  Vec<O, kVec> out;
-  convert_floats(y, out);
-  out.store(z);
-  if constexpr (!kIsFp8<O>) {
+  if constexpr (kIsFp8<O>) {
+    store_floats(y, z);
+  } else {
+    Vec<O, kVec> out;
+    convert_floats(y, out);
+    out.store(z);
     if (q.track) {
 #pragma unroll
       for (int k = 0; k < kVec; ++k) q.amax = fmaxf(q.amax, fabsf(to_float(out.v[k])));

@@ -34,7 +34,8 @@ struct FwdParams {
   // Geometry, chosen by the launcher.
   int threads_per_row = 0;  // G
   int ctas_per_row = 1;     // C
-  int vecs_per_thread = 0;  // staged layout: vectors of the CTA's slice per thread
+  int vecs_per_thread = 0;  // staged layout: vectors of the CTA's slice per thread (MXFP8
+                            // column-wise tile on chip: vectors of the CTA's slice per row)
   bool stage_weights = false;  // staged layout: gamma (and beta) copied to shared memory with x
   int stages = 2;              // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
 };

@@ -223,10 +223,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       const float inv = mx_inverse_scale(e);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) y[k] *= inv;
-      Vec<O, kVec> codes;
-      convert_floats(y, codes);
       if (valid) {
-        codes.store(z + static_cast<int64_t>(v) * kVec);
+        store_floats(y, z + static_cast<int64_t>(v) * kVec);
         if (t % kGroup == 0) p.block_scales[mx_scale_offset(row, v / kGroup, hidden, p.swizzled_scales)] = e;
       }
     }

@@ -9,6 +9,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_fwd.cuh"
+#include "kernels/norm_fwd_mx_cluster.cuh"
 #include "kernels/norm_fwd_mx_tile.cuh"
 #include "kernels/norm_fwd_pipelined.cuh"
 #include "kernels/norm_fwd_staged.cuh"
@@ -139,9 +140,43 @@ bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStre
   NORMTUNE_ERROR("internal: no pipelined forward kernel for plan ", config_string(plan));
 }
 
-// MXFP8 z with column-wise data: tiles of 32 rows (kernels/norm_fwd_mx_tile.cuh), the
-// columns split over up to kMxTileMaxSplits CTAs when there are fewer tiles than the device
-// holds at once (each split reads the whole rows of its tile again for their statistics).
+// MXFP8 z with column-wise data, the tile on chip (kernels/norm_fwd_mx_cluster.cuh): the
+// fewest CTAs per cluster (up to kMaxCtasPerRow; 1 without clusters) whose slices of whole
+// column blocks fit kMxSliceBudget, or, when more are needed, shared memory up to the device's
+// limit. Returns false, launching nothing, when no cluster holds the tile (rows too long:
+// launch_fwd_mx_tile then).
+template <typename Traits>
+bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
+  constexpr auto kernel = norm_fwd_mx_cluster_kernel<Traits>;
+  constexpr int kVec = 16 / sizeof(typename Traits::Input);
+  FwdParams p = args.params;
+  const size_t limit = prepare_cluster_smem_kernel<kernel>();
+  const int max_ctas = args.clusters && !platform::kIsHip ? kMaxCtasPerRow : 1;
+  const int64_t blocks = p.hidden / kMxBlock;  // column blocks of a row
+  const size_t block_bytes = size_t{kMxBlock} * kMxBlock * sizeof(typename Traits::Input);  // 32 x 32 elements
+  const int64_t fewest = (static_cast<int64_t>(blocks * block_bytes) + kMxSliceBudget - 1) / kMxSliceBudget;
+  for (int64_t c = std::clamp<int64_t>(fewest, 1, max_ctas); c <= std::min<int64_t>(max_ctas, blocks); ++c) {
+    const int64_t per = (blocks + c - 1) / c;  // column blocks per CTA
+    const int ctas = static_cast<int>((blocks + per - 1) / per);
+    const size_t smem = static_cast<size_t>(per) * block_bytes;
+    if (smem > limit || !cluster_fits<kernel>(kMxTileThreads, smem, ctas)) continue;
+    if (p.rows == 0) return true;
+    p.ctas_per_row = ctas;
+    p.vecs_per_thread = static_cast<int>(per * (kMxBlock / kVec));  // the slice's vectors per row
+    const int64_t tiles = (p.rows + kMxBlock - 1) / kMxBlock;
+    NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(tiles * ctas), kMxTileThreads,
+                                         platform::LaunchOptions{.cluster = ctas, .smem = smem, .dependent = true},
+                                         stream, p));
+    NORMTUNE_CHECK_LAUNCH();
+    return true;
+  }
+  return false;
+}
+
+// MXFP8 z with column-wise data, rows too long to hold a tile: tiles of 32 rows
+// (kernels/norm_fwd_mx_tile.cuh) read twice, the columns split over up to kMxTileMaxSplits
+// CTAs when there are fewer tiles than the device holds at once (each split reads the whole
+// rows of its tile again for their statistics).
 // The fused add keeps one CTA per tile: it writes residual_out and reads it back, possibly
 // in place of residual.
 inline constexpr int64_t kMxTileMaxSplits = 4;
@@ -183,12 +218,29 @@ struct GeneralFwd {
     if constexpr (Traits::kMxfp8) {
       NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16) && aligned_to(args.params.z_colwise, 16),
                      "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
-      if (args.params.z_colwise != nullptr) return launch_fwd_mx_tile<Traits>(args, stream);
-      const FwdPlan plan = plan_forward_block_scaled(args.params.hidden, kVec, args.clusters && !platform::kIsHip);
+      if (args.params.z_colwise != nullptr) {
+        if (launch_fwd_mx_cluster<Traits>(args, stream)) return;
+        return launch_fwd_mx_tile<Traits>(args, stream);
+      }
+      // The planner's layout, or the autotuner's override (normtune tune --out mxfp8), which
+      // must then be a staged one.
+      const bool clusters = args.clusters && !platform::kIsHip;
+      const FwdPlan* forced = forward_plan_override();
+      NORMTUNE_CHECK(forced == nullptr || (forced->layout == FwdLayout::kStaged &&
+                                           plan_fits(*forced, args.params.hidden, kVec, clusters)),
+                     "MXFP8 output: layout ", forced ? config_string(*forced) : "",
+                     " is not a staged layout that fits this row");
+      FwdPlan plan = forced ? *forced : plan_forward_block_scaled(args.params.hidden, kVec, clusters);
       // The kernel's block = kMxBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
       NORMTUNE_CHECK(plan.threads_per_row % (kMxBlock / kVec) == 0, "MXFP8 output: layout ", config_string(plan),
                      " has threads per row not a multiple of ", kMxBlock / kVec);
-      const bool launched = launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
+      // The planner's rows up to 4 vectors per thread (hidden up to 4 x kMaxCtaThreads
+      // vectors): the count fixed at 4 at compile time (the loops unrolled; a thread's vectors
+      // past the row end are skipped), the rest with the count read at run time.
+      const bool four = !forced && plan.ctas_per_row == 1 && plan.vecs_per_thread >= 3 && plan.vecs_per_thread <= 4;
+      if (four) plan.vecs_per_thread = 4;
+      const bool launched = four ? launch_fwd_staged<Traits, FwdShape<kVec, 4>>(args, plan, stream)
+                                 : launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
       NORMTUNE_CHECK(launched, "MXFP8 output: layout ", config_string(plan),
                      " does not fit this device (shared memory or cluster size)");
       return;
@@ -265,11 +317,14 @@ struct TunedFwd {
                     (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
                 "CTA and at least a warp per CTA (the cluster reduction's push uses one thread per peer)");
+  static_assert(!Traits::kMxfp8 || (kStaged && kPlan.threads_per_row % (kMxBlock / kVec) == 0),
+                "an MXFP8 tuned plan is staged, with whole 32-element blocks per group of lanes");
   static constexpr WorkspaceFn workspace = nullptr;
 
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
+    if (Traits::kMxfp8 && !aligned_to(args.params.z, 16)) return "an MXFP8 z is not 16-byte aligned";
     if (args.params.z_colwise != nullptr) return "column-wise output takes the general kernel";
     if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
     return nullptr;
@@ -277,8 +332,12 @@ struct TunedFwd {
   static void run(const void* opaque, cudaStream_t stream) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if constexpr (kStaged || kPipelined) {
-      const bool launched = kStaged ? launch_fwd_staged<Traits, Shape>(args, kPlan, stream)
-                                    : launch_fwd_pipelined<Traits, Shape>(args, kPlan, stream);
+      bool launched = false;
+      if constexpr (kStaged) {
+        launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);
+      } else {
+        launched = launch_fwd_pipelined<Traits, Shape>(args, kPlan, stream);
+      }
       NORMTUNE_CHECK(launched, "tuned kernel ", config_string(kPlan),
                      ": the device cannot hold this layout (shared memory per CTA, or CTAs per cluster); "
                      "replace the table line");

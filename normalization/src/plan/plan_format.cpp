@@ -58,16 +58,20 @@ std::string name_tags_of(const Plan& plan) {
 
 template <typename Plan>
 std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance& pv) {
-  NORMTUNE_CHECK(key.scaling == ScalingMode::kNone && key.flags == 0 && key.hidden_size != kAnyHiddenSize,
-                 "tuned_table_line: a table line has an exact hidden size and no scaling or flags; got ",
+  NORMTUNE_CHECK((key.scaling == ScalingMode::kNone || key.scaling == ScalingMode::kMxfp8_1D) && key.flags == 0 &&
+                     key.hidden_size != kAnyHiddenSize,
+                 "tuned_table_line: a table line has an exact hidden size, no flags and no scaling but MXFP8's; got ",
                  to_string(key));
   char buf[48];  // fixed, 2 decimals, without the locale (to_chars)
   const std::string time(buf, std::to_chars(buf, buf + sizeof(buf), pv.time_us, std::chars_format::fixed, 2).ptr);
-  return detail::concat("NORMTUNE_TUNED(", norm_type_name(key.norm), ", ", stage_name(key.stage), ", ",
-                        dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ", dtype_name(key.otype), ", ",
-                        dtype_name(key.ctype), ", ", key.hidden_size, ", ", def_config_of(plan),
-                        ", (.device = \"", pv.device, "\", .date = \"", pv.date, "\", .time_us = ", time,
-                        ", .tool = \"", pv.tool, "\"))");
+  // A scaled line names the mode as ScalingMode's enumerator without its k (entries.cuh
+  // pastes it back).
+  const bool scaled = key.scaling != ScalingMode::kNone;
+  return detail::concat(scaled ? "NORMTUNE_TUNED_SCALED(" : "NORMTUNE_TUNED(", norm_type_name(key.norm), ", ",
+                        stage_name(key.stage), ", ", dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ",
+                        dtype_name(key.otype), ", ", dtype_name(key.ctype), ", ", scaled ? "Mxfp8_1D, " : "",
+                        key.hidden_size, ", ", def_config_of(plan), ", (.device = \"", pv.device, "\", .date = \"",
+                        pv.date, "\", .time_us = ", time, ", .tool = \"", pv.tool, "\"))");
 }
 
 }  // namespace

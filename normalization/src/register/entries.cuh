@@ -126,17 +126,22 @@ using DependentOn = std::conditional_t<kDependency >= 0, T, T>;
 template <bool kBackward, int kShard>
 void register_tuned_sm90(Registry& registry) {
   (void)registry;
-#define NORMTUNE_TUNED(norm, stage, w, i, o, c, hidden, config, provenance)                           \
+// NORMTUNE_TUNED_SCALED names z's scaling mode (ScalingMode::k<scaling>: Mxfp8_1D); the
+// plain NORMTUNE_TUNED line is an unscaled (or per-tensor FP8) one.
+#define NORMTUNE_TUNED_SCALED(norm, stage, w, i, o, c, scaling, hidden, config, provenance)          \
   if constexpr (is_backward(Stage::k##stage) == kBackward && __LINE__ % NORMTUNE_TUNED_SHARDS == kShard) { \
-    using Traits = TraitsFor<NormType::k##norm, Stage::k##stage, w, i, o>;                           \
+    using Traits = TraitsFor<NormType::k##norm, Stage::k##stage, w, i, o, ScalingMode::k##scaling>;  \
     static_assert(DType::kFloat32 == Elem<c>::kDType, "kernels compute in fp32 (ctype fp32)");         \
     static_assert(Elem<o>::kDType == Elem<typename Traits::Output>::kDType, "a backward's otype is itype"); \
     using Plan = std::conditional_t<kBackward, BwdPlan, FwdPlan>;                                     \
     constexpr DependentOn<kShard, Plan> plan{NORMTUNE_UNPAREN config};                                \
     add_tuned<Traits, hidden, plan>(registry, ArchFamily::kSm90, Provenance{NORMTUNE_UNPAREN provenance}); \
   }
+#define NORMTUNE_TUNED(norm, stage, w, i, o, c, hidden, config, provenance) \
+  NORMTUNE_TUNED_SCALED(norm, stage, w, i, o, c, None, hidden, config, provenance)
 #include "sm90.def"
 #undef NORMTUNE_TUNED
+#undef NORMTUNE_TUNED_SCALED
 }
 
 }  // namespace normtune
