@@ -27,6 +27,7 @@ std::string_view scaling_mode_name(ScalingMode m) {
     case ScalingMode::kBlock1D: return "block_1d";
     case ScalingMode::kBlock2D: return "block_2d";
     case ScalingMode::kNvfp4_1D: return "nvfp4_1d";
+    case ScalingMode::kMxfp4_1D: return "mxfp4_1d";
   }
   return "invalid";
 }

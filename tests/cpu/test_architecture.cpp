@@ -147,9 +147,22 @@ TEST(PlanText, TunedTableLine) {
             "(.layout = FwdLayout::kStaged, .vecs_per_thread = 4, .threads_per_row = 128, .ctas_per_row = 1, "
             ".rows_per_cta = 1, .stage_weights = false), "
             "(.device = \"NVIDIA H200\", .date = \"2026-11-30\", .time_us = 12.34, .tool = \"normtune tune 0.1.0\"))");
-  // Other scaling modes, flags and the any-size key have no line.
+  // The other row-wise block scalings likewise (NVFP4: an e2m1 z).
+  EXPECT_THAT(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
+                                        DType::kFloat4E2M1, 4096, ScalingMode::kNvfp4_1D),
+                               canonical(staged), pv),
+              ::testing::StartsWith("NORMTUNE_TUNED_SCALED(RMSNorm, Forward, bf16, bf16, fp4e2m1, fp32, Nvfp4_1D, 4096, "));
+  EXPECT_THAT(tuned_table_line(make_key(NormType::kLayerNorm, Stage::kForward, DType::kFloat16, DType::kFloat16,
+                                        DType::kFloat4E2M1, 2048, ScalingMode::kMxfp4_1D),
+                               canonical(staged), pv),
+              ::testing::StartsWith("NORMTUNE_TUNED_SCALED(LayerNorm, Forward, fp16, fp16, fp4e2m1, fp32, Mxfp4_1D, 2048, "));
+  EXPECT_THAT(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForwardAdd, DType::kBFloat16, DType::kBFloat16,
+                                        DType::kFloat8E4M3, 7168, ScalingMode::kBlock1D),
+                               canonical(staged), pv),
+              ::testing::StartsWith("NORMTUNE_TUNED_SCALED(RMSNorm, ForwardAdd, bf16, bf16, fp8e4m3, fp32, Block1D, 7168, "));
+  // 2-D blocks, flags and the any-size key have no line.
   EXPECT_THROW(tuned_table_line(make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16,
-                                         DType::kFloat8E4M3, 4096, ScalingMode::kNvfp4_1D),
+                                         DType::kFloat8E4M3, 4096, ScalingMode::kBlock2D),
                                 canonical(staged), pv),
                Error);
 }
@@ -435,11 +448,23 @@ TEST(Planner, OverridesApplyOnlyWhenThePlanFits) {
 }
 
 // ---- type lists and the general entries ---------------------------------------------------
-bool combo_listed(Stage stage, DType w, DType i, DType o) {
+bool combo_listed(Stage stage, DType w, DType i, DType o, ScalingMode scaling = ScalingMode::kNone) {
   for (const TypeCombo& c : supported_types(stage)) {
-    if (c.wtype == w && c.itype == i && c.otype == o) return true;
+    if (c.wtype == w && c.itype == i && c.otype == o && c.scaling == scaling) return true;
   }
   return false;
+}
+
+// The kernel name's tag of a block-scaled z.
+std::string scaling_tag(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kNone: return "";
+    case ScalingMode::kMxfp8_1D: return "_mxfp8";
+    case ScalingMode::kBlock1D: return "_block1d";
+    case ScalingMode::kNvfp4_1D: return "_nvfp4";
+    case ScalingMode::kMxfp4_1D: return "_mxfp4";
+    default: return "_?";
+  }
 }
 
 std::string types_of(const NormKey& k) {
@@ -459,8 +484,20 @@ TEST(TypeLists, ConsistentPerStage) {
       }
       EXPECT_NO_THROW((void)make_key(NormType::kRMSNorm, s, c.wtype, c.itype, c.otype, 4096));
       for (size_t j = 0; j < i; ++j) {
-        EXPECT_FALSE(list[j].wtype == c.wtype && list[j].itype == c.itype && list[j].otype == c.otype)
-            << "combination listed twice: " << dtype_name(c.wtype) << " " << dtype_name(c.itype) << " " << dtype_name(c.otype);
+        EXPECT_FALSE(list[j].wtype == c.wtype && list[j].itype == c.itype && list[j].otype == c.otype &&
+                     list[j].scaling == c.scaling)
+            << "combination listed twice: " << dtype_name(c.wtype) << " " << dtype_name(c.itype) << " "
+            << dtype_name(c.otype) << " " << scaling_mode_name(c.scaling);
+      }
+      // e2m1 z exactly with NVFP4 or MXFP4; a block-scaled z of FP8 or e2m1 codes, from x of
+      // gamma's dtype; no backward scaling.
+      EXPECT_EQ(c.otype == DType::kFloat4E2M1,
+                c.scaling == ScalingMode::kNvfp4_1D || c.scaling == ScalingMode::kMxfp4_1D);
+      if (c.scaling != ScalingMode::kNone) {
+        EXPECT_FALSE(is_backward(s));
+        EXPECT_TRUE(is_fp8(c.otype) || c.otype == DType::kFloat4E2M1);
+        EXPECT_EQ(c.wtype, c.itype);
+        EXPECT_NE(c.scaling, ScalingMode::kBlock2D);
       }
     }
   }
@@ -483,36 +520,30 @@ TEST(TypeLists, EveryOpHasExactlyOneGeneralEntryPerListedCombination) {
     ASSERT_EQ(e->can_implement, nullptr) << e->name;
     EXPECT_EQ(e->arch, ArchFamily::kAny) << e->name;
     EXPECT_EQ(e->key, e->key.general()) << e->name;
-    EXPECT_TRUE(combo_listed(e->key.stage, e->key.wtype, e->key.itype, e->key.otype)) << "unlisted general entry " << e->name;
+    EXPECT_TRUE(combo_listed(e->key.stage, e->key.wtype, e->key.itype, e->key.otype, e->key.scaling))
+        << "unlisted general entry " << e->name;
     EXPECT_EQ(e->key.ctype, DType::kFloat32) << e->name;
   }
   size_t expected = 0;
   for (const OpInfo& op : kOps) {
     for (const TypeCombo& c : supported_types(op.stage)) {
       ++expected;
-      const NormKey key = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, kAnyHiddenSize);
+      const NormKey key = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, kAnyHiddenSize, c.scaling);
       const Selection sel = registry.select(key, ArchFamily::kAny, nullptr);
       ASSERT_NE(sel.entry, nullptr) << op.name << ": no general entry for " << to_string(key);
       EXPECT_FALSE(sel.tuned);
       EXPECT_EQ(sel.entry->key.general(), key.general()) << op.name;
-      EXPECT_EQ(sel.entry->name, detail::concat(op.kernel_name, "_", types_of(key), "_general"));
-      // Any hidden size, with or without zero-centered gamma, on an architecture without
-      // tuned entries: that general entry.
+      EXPECT_EQ(sel.entry->name, detail::concat(op.kernel_name, "_", types_of(key), scaling_tag(c.scaling), "_general"));
+      // Any hidden size, with or without zero-centered gamma (and for a block-scaled z either
+      // scale layout: run-time arguments), on an architecture without tuned entries: that
+      // general entry.
       for (bool zc : {false, true}) {
-        const NormKey call = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 1000, ScalingMode::kNone, zc);
+        NormKey call = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 1024, c.scaling, zc);
+        EXPECT_EQ(registry.select(call, ArchFamily::kAny, nullptr).entry, sel.entry) << to_string(call);
+        if (c.scaling == ScalingMode::kNone) continue;
+        call.flags |= kFlagSwizzledScales;
         EXPECT_EQ(registry.select(call, ArchFamily::kAny, nullptr).entry, sel.entry) << to_string(call);
       }
-      // An FP8 z may also be MXFP8 (NORMTUNE_FWD_MXFP8_TYPES): its own general entry, for
-      // either scale layout (a run-time argument).
-      if (is_backward(op.stage) || !is_fp8(c.otype)) continue;
-      ++expected;
-      NormKey mx = make_key(op.norm, op.stage, c.wtype, c.itype, c.otype, 4096, ScalingMode::kMxfp8_1D);
-      const Selection mx_sel = registry.select(mx, ArchFamily::kAny, nullptr);
-      ASSERT_NE(mx_sel.entry, nullptr) << op.name << ": no MXFP8 general entry for " << to_string(mx);
-      EXPECT_EQ(mx_sel.entry->name, detail::concat(op.kernel_name, "_", types_of(key), "_mxfp8_general"));
-      EXPECT_NE(mx_sel.entry, sel.entry);
-      mx.flags |= kFlagSwizzledScales;
-      EXPECT_EQ(registry.select(mx, ArchFamily::kAny, nullptr).entry, mx_sel.entry) << to_string(mx);
     }
   }
   EXPECT_EQ(generals, expected) << "general entries that no op's type list names";
@@ -560,7 +591,7 @@ void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) 
   ASSERT_TRUE(parse_config(e.config, &plan)) << e.name;
   EXPECT_EQ(config_string(plan), e.config) << e.name;
   const OpInfo& op = op_of(k.norm, k.stage);
-  EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), k.scaling == ScalingMode::kMxfp8_1D ? "_mxfp8" : "",
+  EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), scaling_tag(k.scaling),
                                    "_h", k.hidden_size, name_tags(plan)));
   const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
   EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
@@ -589,12 +620,11 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
     EXPECT_NE(e->arch, ArchFamily::kAny);
     EXPECT_EQ(k, k.entry_key());
     EXPECT_EQ(k.ctype, DType::kFloat32);
-    // Unscaled (or per-tensor FP8) lines, and row-wise MXFP8 ones: forward, FP8 z, staged.
+    // Unscaled (or per-tensor FP8) lines, and row-wise block-scaled ones: forward, staged.
     EXPECT_TRUE(k.scaling == ScalingMode::kNone ||
-                (k.scaling == ScalingMode::kMxfp8_1D && !is_backward(k.stage) && is_fp8(k.otype) &&
-                 e->config.rfind("layout=staged", 0) == 0))
+                (!is_backward(k.stage) && e->config.rfind("layout=staged", 0) == 0))
         << scaling_mode_name(k.scaling);
-    EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype)) << "types outside the op's type list";
+    EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype, k.scaling)) << "types outside the op's type list";
     EXPECT_THAT(e->name, HasSubstr(detail::concat("_h", k.hidden_size)));
     EXPECT_THAT(e->config, ::testing::StartsWith("layout="));
     EXPECT_NE(e->can_implement, nullptr) << "tuned kernels need aligned data";

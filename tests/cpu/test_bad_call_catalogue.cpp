@@ -176,7 +176,7 @@ const BadCall kCatalogue[] = {
     {"rsigma bf16", &Call::rms_fwd, [](Call& c) { c.rsigma.set(at(c, 7), {kRows}, kNVTEBFloat16); },
      "argument 'rsigma': expected dtype fp32, got bf16"},
     {"z fp4", &Call::rms_fwd, [](Call& c) { c.z.set(at(c, 4), {kRows, kHidden}, kNVTEFloat4E2M1); },
-     "4-bit outputs are not supported yet"},
+     "e2m1 needs NVFP4 or MXFP4 scaling"},
     {"residual fp32 beside bf16 x", &Call::add_fwd,
      [](Call& c) { c.residual.set(at(c, 1), {kRows, kHidden}, kNVTEFloat32); },
      "argument 'residual': expected dtype bf16, got fp32"},

@@ -92,9 +92,9 @@ TEST_F(FwdErrors, Dtypes) {
   gamma.set(fake(0x200000), {kHidden}, kNVTEFloat32);  // FP8 z needs gamma of x's dtype
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
   EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr(
-                                  "argument 'z': expected dtype bf16 (x's), got fp8e4m3 (an FP8 z takes gamma of x's dtype")));
+                                  "argument 'z': expected dtype bf16 (x's), got fp8e4m3 (a quantized z takes gamma of x's dtype")));
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1);
-  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("4-bit outputs are not supported yet")));
+  EXPECT_THAT([&] { rms(); }, ThrowsMessage<Error>(HasSubstr("e2m1 needs NVFP4 or MXFP4 scaling")));
   gamma.set(fake(0x200000), {kHidden}, kNVTEBFloat16);
   z.set(fake(0x400000), {kRows, kHidden}, kNVTEBFloat16);
   rsigma.set(fake(0x600000), {kRows}, kNVTEBFloat16);
@@ -273,12 +273,17 @@ TEST_F(FwdErrors, Fp8OutputBuffers) {
   EXPECT_THAT(rms_amax, ThrowsMessage<Error>(HasSubstr("argument 'z.amax (kNVTEAmax)': expected one fp32 value, got fp16")));
   with_amax.set_param(kNVTEAmax, fake(0x400000 + 64), {1}, kNVTEFloat32);
   EXPECT_THAT(rms_amax, ThrowsMessage<Error>(HasSubstr("argument 'z.amax (kNVTEAmax)': expected memory separate from 'z'")));
-  // Block scalings other than MXFP8 are not implemented yet: a clear error, not a wrong result.
-  Handle nvfp4{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
-  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, nvfp4, rsigma, workspace, 0, false, nullptr); },
+  // 2-D block scaling is not an output of the norms: a clear error, not a wrong result.
+  Handle b2d{NVTE_BLOCK_SCALING_2D, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, b2d, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("argument 'z': expected NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 "
-                                             "with one per-tensor scale) or NVTE_MXFP8_1D_SCALING (other block "
-                                             "scalings are not supported yet), got NVTE_NVFP4_1D_SCALING")));
+                                             "with one per-tensor scale), NVTE_MXFP8_1D_SCALING, NVTE_BLOCK_SCALING_1D, "
+                                             "NVTE_NVFP4_1D_SCALING or NVTE_NORMTUNE_MXFP4_1D_SCALING (2-D blocks are "
+                                             "not supported), got NVTE_BLOCK_SCALING_2D")));
+  // An e2m1 z needs its block scaling.
+  Handle fp4_plain{fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
+  EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, fp4_plain, rsigma, workspace, 0, false, nullptr); },
+              ThrowsMessage<Error>(HasSubstr("argument 'z': expected dtype bf16 (x's), fp8e4m3 or fp8e5m2, got fp4e2m1")));
   // Inputs are never quantized.
   Handle mx_x{NVTE_MXFP8_1D_SCALING, fake(0x100000), {kRows, kHidden}, kNVTEBFloat16};
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(mx_x, gamma, 1e-5f, z, rsigma, workspace, 0, false, nullptr); },
@@ -300,6 +305,8 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
   };
   Handle mx{NVTE_MXFP8_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEBFloat16};
   expect(mx, "argument 'z': expected dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING, got bf16");
+  mx.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1);
+  expect(mx, "argument 'z': expected dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING, got fp4e2m1");
   mx.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
   expect(mx, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected the E8M0 block scales, e8m0 of shape [128, 128], got none");
   mx.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat32);
@@ -415,6 +422,147 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
   EXPECT_THAT([&] { nvte_rmsnorm_fwd(x48, g48, 1e-5f, z48, rsigma, workspace, 0, false, nullptr); },
               ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 32 (MXFP8 blocks of 32 "
                                              "elements), got 48")));
+}
+
+// NVFP4, MXFP4 and FP8 with 1x128 block scales (kernels/block_scale.h): the data's dtype,
+// hidden a multiple of the block, the scales' dtype and TransformerEngine's shape, no
+// per-tensor buffers but NVFP4's global amax (read: apart from every output), no column-wise
+// data, NVFP4's tensor flags as this library implements them; 16-byte aligned data.
+TEST_F(FwdErrors, BlockScaledOutputBuffers) {
+  auto expect = [&](const Handle& out, const char* fragment) {
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, out, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] { nvte_layernorm_fwd(x, gamma, beta, 1e-5f, out, mu, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr(fragment)));
+    EXPECT_THAT([&] {
+      normtune_rmsnorm_add_fwd(x, residual, gamma, 1e-5f, out, residual_out, rsigma, workspace, 0, false, nullptr);
+    }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  auto accepted = [&](const Handle& out) {
+    expect_rejected_after_the_data_checks(
+        [&] { nvte_rmsnorm_fwd(x, gamma, 1e-5f, out, rsigma, workspace, 0, false, nullptr); });
+    expect_rejected_after_the_data_checks(
+        [&] { nvte_layernorm_fwd(x, gamma, beta, 1e-5f, out, mu, rsigma, workspace, 0, false, nullptr); });
+    expect_rejected_after_the_data_checks([&] {
+      normtune_rmsnorm_add_fwd(x, residual, gamma, 1e-5f, out, residual_out, rsigma, workspace, 0, false, nullptr);
+    });
+  };
+  // NVFP4: e2m1 data, E4M3 scales [roundup(rows, 128), roundup(hidden / 16, 4)] = [128, 256].
+  Handle nv{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3};
+  expect(nv, "argument 'z': expected dtype fp4e2m1 for NVTE_NVFP4_1D_SCALING, got fp8e4m3");
+  nv.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1);
+  expect(nv, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected the E4M3 block scales, fp8e4m3 of shape "
+             "[128, 256], got none");
+  nv.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E8M0);
+  expect(nv, "expected fp8e4m3 of shape [128, 256] = [roundup(rows, 128), roundup(hidden / 16, 4)], got e8m0 of "
+             "shape [128, 256]");
+  nv.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E4M3);
+  expect(nv, "got fp8e4m3 of shape [128, 128]");
+  nv.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+  accepted(nv);  // no global amax: an encode scale of 1
+  nv.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  accepted(nv);
+  nv.set_param(kNVTEAmax, fake(0xA00200), {2}, kNVTEFloat32);
+  expect(nv, "argument 'z.amax (kNVTEAmax)': expected one fp32 value (NVFP4: the global amax, read), got fp32 of "
+             "shape [2]");
+  nv.set_param(kNVTEAmax, fake(0xA00202), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.amax (kNVTEAmax)': expected a pointer aligned to 4 bytes");
+  nv.set_param(kNVTEAmax, fake(0x600000), {1}, kNVTEFloat32);  // rsigma's memory: written by the call
+  expect(nv, "argument 'z.amax (kNVTEAmax)': expected memory separate from 'rsigma'");
+  nv.set_param(kNVTEAmax, fake(0x100000), {1}, kNVTEFloat32);  // x's: only read, as the amax
+  accepted(nv);
+  nv.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  nv.set_param(kNVTEScale, fake(0xA00000), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.scale (kNVTEScale)': expected no buffer (an NVFP4 z has block scales only)");
+  nv.set_param(kNVTEScale, nullptr, {1}, kNVTEFloat32);
+  {
+    Handle row_scaled{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
+    row_scaled.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+    const uint8_t on = 1;
+    nvte_set_tensor_param_v2(row_scaled, kNVTERowScaledNVFP4, &on, sizeof(on));
+    expect(row_scaled, "argument 'z (kNVTERowScaledNVFP4)': expected false (one global amax per tensor; row-scaled "
+                       "NVFP4 is not supported), got true");
+    Handle four_over_six{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
+    four_over_six.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+    const int bound = 256;
+    nvte_set_tensor_param_v2(four_over_six, kNVTENVFP4E4M3Max, &bound, sizeof(bound));
+    expect(four_over_six, "argument 'z (kNVTENVFP4E4M3Max)': expected 448 (256 belongs to 4over6 quantization, not "
+                          "supported), got 256");
+  }
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kRows}, kNVTEFloat4E2M1);
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected no column-wise data (NVFP4 z is row-wise "
+             "only here; MXFP8 also has column-wise)");
+  nv.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat4E2M1);
+  // Data: scales present and apart, z and the inputs 16-byte aligned; swizzled scales fine.
+  nv.set_param(kNVTERowwiseScaleInv, nullptr, {128, 256}, kNVTEFloat8E4M3);
+  expect(nv, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a device pointer to 32768 E4M3 scales, got NULL");
+  nv.set_param(kNVTERowwiseScaleInv, fake(0x400000 + 512), {128, 256}, kNVTEFloat8E4M3);
+  expect(nv, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected memory separate from 'z'");
+  nv.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+  x.set(fake(0x100008), {kRows, kHidden}, kNVTEBFloat16);
+  expect(nv, "argument 'x': expected a 16-byte aligned pointer (NVFP4 output)");
+  x.set(fake(0x100000), {kRows, kHidden}, kNVTEBFloat16);
+  const uint8_t swizzled = 1;
+  nvte_set_tensor_param_v2(nv, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+  accepted(nv);
+  // Hidden sizes that are not whole blocks of 16.
+  {
+    Handle x40{fake(0x100000), {kRows, 40}, kNVTEBFloat16}, g40{fake(0x200000), {40}, kNVTEBFloat16},
+        z40{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, 40}, kNVTEFloat4E2M1};
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x40, g40, 1e-5f, z40, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 16 (NVFP4 blocks of "
+                                               "16 elements), got 40")));
+  }
+  // e2m1 codes come from x of gamma's dtype.
+  {
+    Handle g32{fake(0x200000), {kHidden}, kNVTEFloat32};
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x, g32, 1e-5f, nv, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z': expected no dtype: no supported z for x of dtype bf16, "
+                                               "gamma of dtype fp32 and scaling nvfp4_1d, got fp4e2m1")));
+  }
+
+  // MXFP4 (normtune's mode): e2m1 data, E8M0 scales shaped as MXFP8's, no amax.
+  Handle m4{NVTE_NORMTUNE_MXFP4_1D_SCALING, fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3};
+  expect(m4, "argument 'z': expected dtype fp4e2m1 for NVTE_NORMTUNE_MXFP4_1D_SCALING, got fp8e4m3");
+  m4.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1);
+  m4.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E8M0);
+  expect(m4, "expected e8m0 of shape [128, 128] = [roundup(rows, 128), roundup(hidden / 32, 4)], got e8m0 of shape "
+             "[128, 256]");
+  m4.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E8M0);
+  accepted(m4);
+  m4.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  expect(m4, "argument 'z.amax (kNVTEAmax)': expected no buffer (an MXFP4 z has block scales only)");
+  m4.set_param(kNVTEAmax, nullptr, {1}, kNVTEFloat32);
+  nvte_set_tensor_param_v2(m4, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+  accepted(m4);
+
+  // FP8 with 1x128 blocks: fp8 data, fp32 scale_inv [hidden / 128, roundup(rows, 4)] = [32, 8].
+  Handle b1{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
+  expect(b1, "argument 'z': expected dtype fp8e4m3 or fp8e5m2 for NVTE_BLOCK_SCALING_1D, got fp4e2m1");
+  b1.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
+  expect(b1, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected the fp32 block scales, fp32 of shape [32, 8], "
+             "got none");
+  b1.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {8, 32}, kNVTEFloat32);  // not transposed: TE's is
+  expect(b1, "expected fp32 of shape [32, 8] = [hidden / 128, roundup(rows, 4)], got fp32 of shape [8, 32]");
+  b1.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {32, 8}, kNVTEFloat32);
+  accepted(b1);
+  b1.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E5M2);
+  accepted(b1);
+  b1.set_param(kNVTERowwiseScaleInv, fake(0xB00002), {32, 8}, kNVTEFloat32);
+  expect(b1, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected a pointer aligned to its 4-byte scales");
+  b1.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {32, 8}, kNVTEFloat32);
+  b1.set_param(kNVTEScale, fake(0xA00000), {1}, kNVTEFloat32);
+  expect(b1, "argument 'z.scale (kNVTEScale)': expected no buffer (a 1x128-block FP8 z has block scales only)");
+  b1.set_param(kNVTEScale, nullptr, {1}, kNVTEFloat32);
+  nvte_set_tensor_param_v2(b1, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+  expect(b1, "argument 'z (kNVTEWithGEMMSwizzledScales)': expected false for NVTE_BLOCK_SCALING_1D");
+  {
+    Handle x64{fake(0x100000), {kRows, 64}, kNVTEBFloat16}, g64{fake(0x200000), {64}, kNVTEBFloat16},
+        z64{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, 64}, kNVTEFloat8E4M3};
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x64, g64, 1e-5f, z64, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 128 (1x128-block FP8 "
+                                               "blocks of 128 elements), got 64")));
+  }
 }
 
 TEST_F(FwdErrors, ValidDataReachesTheDeviceStep) {

@@ -112,7 +112,7 @@ constexpr NVTETensorParam kBufferParams[] = {
 
 constexpr NVTEScalingMode kValidModes[] = {
     NVTE_DELAYED_TENSOR_SCALING, NVTE_MXFP8_1D_SCALING, NVTE_BLOCK_SCALING_1D,
-    NVTE_BLOCK_SCALING_2D,       NVTE_NVFP4_1D_SCALING,
+    NVTE_BLOCK_SCALING_2D,       NVTE_NVFP4_1D_SCALING, NVTE_NORMTUNE_MXFP4_1D_SCALING,
 };
 
 void expect_unset(const NVTEBasicTensor& t) {
@@ -267,6 +267,8 @@ TEST(TensorApi, BadScalingModeIsRejectedOnCreate) {
   EXPECT_ERROR_WITH(nvte_create_tensor(static_cast<NVTEScalingMode>(5)), "argument 'scaling_mode'",
                     "got 5 (unknown)");
   EXPECT_ERROR_WITH(nvte_create_tensor(static_cast<NVTEScalingMode>(127)), "got 127");
+  EXPECT_ERROR_WITH(nvte_create_tensor(static_cast<NVTEScalingMode>(199)), "got 199",
+                    "or NVTE_NORMTUNE_MXFP4_1D_SCALING (200)");
   NVTETensor hs[2] = {nullptr, nullptr};
   EXPECT_ERROR_WITH(nvte_create_tensors(static_cast<NVTEScalingMode>(7), hs, 2),
                     "argument 'scaling_mode'", "got 7");
@@ -558,7 +560,8 @@ TEST(TensorApi, ColumnwiseOnlyTensorHasTheLogicalShape) {
     Handle t(mode);
     set_v2(t.get(), kNVTEColumnwiseData, basic(fake_ptr(0xC0), kNVTEFloat8E4M3, {4, 2, 3}));
     const std::vector<size_t> expected =
-        mode == NVTE_MXFP8_1D_SCALING ? std::vector<size_t>{4, 2, 3} : std::vector<size_t>{2, 3, 4};
+        mode == NVTE_MXFP8_1D_SCALING || mode == NVTE_NORMTUNE_MXFP4_1D_SCALING ? std::vector<size_t>{4, 2, 3}
+                                                                                : std::vector<size_t>{2, 3, 4};
     EXPECT_EQ(dims_of(nvte_tensor_shape(t.get())), expected);
     EXPECT_EQ(dims_of(nvte_tensor_columnwise_shape(t.get())), (std::vector<size_t>{4, 2, 3}));
     EXPECT_EQ(nvte_tensor_type(t.get()), kNVTEFloat8E4M3);

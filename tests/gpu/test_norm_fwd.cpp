@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include <normtune/normtune.h>
 #include <normtune/tuning.h>
 
 #include "fwd_case.h"
-#include "normalization/src/kernels/mx_scale.h"
+#include "normalization/src/kernels/block_scale.h"
 #include "normalization/src/kernels/norm_fwd_args.h"
 #include "protocol.h"
 
@@ -964,15 +965,19 @@ MxRun run_mx(const MxCase& k, bool columnwise, uint32_t seed) {
   return r;
 }
 
-// The statistics and residual_out of an MXFP8 call against the reference.
+// The statistics and residual_out of a quantized call against the reference.
+void expect_side_outputs(NormType norm, bool add, const reference::FwdOutputs& want, const HostArray& rsigma,
+                         const HostArray& mu, const HostArray& residual_out) {
+  EXPECT_TRUE(close_to_reference(rsigma, want.rsigma, stat_tolerance(), "rsigma"));
+  if (norm == NormType::kLayerNorm) {
+    EXPECT_TRUE(close_to_reference(mu, want.mu, stat_tolerance(), "mu"));
+  }
+  if (add) {
+    EXPECT_TRUE(close_to_reference(residual_out, want.residual_out, {0, 0}, "residual_out"));
+  }
+}
 void expect_mx_side_outputs(const MxCase& k, const MxRun& r) {
-  EXPECT_TRUE(close_to_reference(r.rsigma, r.want.rsigma, stat_tolerance(), "rsigma"));
-  if (k.norm == NormType::kLayerNorm) {
-    EXPECT_TRUE(close_to_reference(r.mu, r.want.mu, stat_tolerance(), "mu"));
-  }
-  if (k.add) {
-    EXPECT_TRUE(close_to_reference(r.residual_out, r.want.residual_out, {0, 0}, "residual_out"));
-  }
+  expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
 }
 
 // A row-wise MXFP8 call's output: every block against the reference (check_mx_block), the
@@ -1121,6 +1126,272 @@ INSTANTIATE_TEST_SUITE_P(Registry, TunedMxfp8FwdGpu,
                                                            ScalingMode::kMxfp8_1D)),
                          tuned_entry_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TunedMxfp8FwdGpu);
+
+// ---- NVFP4, MXFP4 and FP8 with 1x128 block scales (kernels/block_scale.h) ------------------
+struct BlockCase {
+  NormType norm;
+  bool add;
+  DType t;
+  DType o;
+  ScalingMode mode;
+  size_t rows, hidden;
+  bool swizzled;
+  bool zero_centered;
+  enum class Amax { kNone, kFromData, kOne } amax = Amax::kNone;  // NVFP4's global amax
+
+  std::string describe() const {
+    return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
+                          hidden, " ", dtype_name(t), " -> ", scaling_mode_name(mode), " ", dtype_name(o),
+                          swizzled ? " swizzled" : " compact", zero_centered ? " zero-centered" : "",
+                          amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "");
+  }
+};
+
+NVTEScalingMode nvte_mode(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D: return NVTE_MXFP8_1D_SCALING;
+    case ScalingMode::kBlock1D: return NVTE_BLOCK_SCALING_1D;
+    case ScalingMode::kNvfp4_1D: return NVTE_NVFP4_1D_SCALING;
+    case ScalingMode::kMxfp4_1D: return NVTE_NORMTUNE_MXFP4_1D_SCALING;
+    default: return NVTE_DELAYED_TENSOR_SCALING;
+  }
+}
+
+struct BlockRun {
+  size_t srows = 0, scols = 0;
+  float global_amax = -1.f;  // what the call was given (< 0: none)
+  HostArray z, z_again, scales, scales_again, rsigma, mu, residual_out;
+  reference::FwdOutputs want;
+  KernelChoice kernel;
+};
+
+// Two calls on the same random data, the way a TransformerEngine binding makes them: every
+// output poisoned (z with 0xFF the first time, 0x77 the second: e2m1 has no NaN, so an
+// element left unwritten shows as a difference between the runs; the scales with 0xFF, NaN
+// in E8M0, E4M3 and fp32), z a tensor of the block scaling with row-wise data and scales
+// (NVFP4: and the global amax, as the case says), the fp64 reference of the same inputs.
+BlockRun run_block(const BlockCase& k, uint32_t seed) {
+  const size_t n = k.rows * k.hidden;
+  const bool ln = k.norm == NormType::kLayerNorm;
+  const DType f32 = DType::kFloat32;
+  const HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0),
+                  res = random_array(k.t, n, seed + 1), g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
+                  b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
+  BlockRun r;
+  r.want = reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
+  if (k.amax == BlockCase::Amax::kFromData) {
+    double amax = 0;
+    for (double v : r.want.z) amax = std::max(amax, std::fabs(v));
+    r.global_amax = static_cast<float>(amax);
+  } else if (k.amax == BlockCase::Amax::kOne) {
+    r.global_amax = 1.f;
+  }
+  r.srows = static_cast<size_t>(block_scale_rows(k.mode, static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden)));
+  r.scols = static_cast<size_t>(block_scale_cols(k.mode, static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden)));
+  const DType sdtype = block_scale_dtype(k.mode);
+  DeviceArray dx = DeviceArray::from_host(x), dres = DeviceArray::from_host(res), dg = DeviceArray::from_host(g),
+              db = DeviceArray::from_host(b);
+  DeviceArray dz(k.o, n), dres_out(k.t, n), dmu(f32, k.rows), drs(f32, k.rows), dscales(sdtype, r.srows * r.scols);
+  HostArray amax_h(f32, 1);
+  amax_h.set(0, r.global_amax);
+  DeviceArray damax = DeviceArray::from_host(amax_h);
+  TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
+      tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
+  auto call = [&](uint8_t z_poison) {
+    for (DeviceArray* out : {&dres_out, &dmu, &drs, &dscales}) out->poison();
+    dz.poison(z_poison);
+    const NVTETensor tz = nvte_create_tensor(nvte_mode(k.mode));
+    auto set = [&](NVTETensorParam param, void* ptr, DType t, std::vector<size_t> dims) {
+      const NVTEBasicTensor bt{ptr, static_cast<NVTEDType>(t), nvte_make_shape(dims.data(), dims.size())};
+      nvte_set_tensor_param_v2(tz, param, &bt, sizeof(bt));
+    };
+    set(kNVTERowwiseData, dz.ptr, k.o, {k.rows, k.hidden});
+    set(kNVTERowwiseScaleInv, dscales.ptr, sdtype, {r.srows, r.scols});
+    if (r.global_amax >= 0) set(kNVTEAmax, damax.ptr, f32, {1});
+    const uint8_t swizzled = k.swizzled ? 1 : 0;
+    nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+    call_with_workspace([&](NVTETensor ws) {
+      if (k.add) {
+        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+      } else if (ln) {
+        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+      } else {
+        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+      }
+    });
+    nvte_destroy_tensor(tz);
+  };
+  call(0xFF);
+  r.kernel = last_kernel();
+  r.z = dz.to_host();
+  r.scales = dscales.to_host();
+  call(0x77);
+  r.z_again = dz.to_host();
+  r.scales_again = dscales.to_host();
+  r.rsigma = drs.to_host();
+  r.mu = dmu.to_host();
+  r.residual_out = dres_out.to_host();
+  return r;
+}
+
+// A block's scale as stored (E8M0 or E4M3 byte; fp32 bits) and its values' multiplier, from
+// its max |value| (kernels/block_scale.h, the kernels' functions on the host).
+uint32_t block_scale_of(ScalingMode m, DType o, float amax, float s_enc, double* mult) {
+  switch (m) {
+    case ScalingMode::kMxfp4_1D: {
+      const uint8_t e = mx_scale_exponent(amax, kFp4E2M1Max);
+      *mult = mx_inverse_scale(e);
+      return e;
+    }
+    case ScalingMode::kNvfp4_1D: {
+      const uint8_t c = nvfp4_block_scale(amax, s_enc);
+      *mult = nvfp4_block_multiplier(fp8e4m3_to_float(c), 1.f / s_enc);
+      return c;
+    }
+    default: {
+      const float scale = fp8_block_scale(amax, fp8_max(o));
+      *mult = scale;
+      return float_bits(fp8_block_scale_inv(scale));
+    }
+  }
+}
+
+// Every block of a run against the fp64 reference: its scale equal to the one computed from
+// the reference's amax (E8M0, E4M3: except one step where the amax is within rounding of a
+// step, counted; fp32 scale_inv: within 1e-5), each code, taken with the kernel's scale, equal
+// to the reference's code except at midpoint straddles (counted); every element and scale
+// written the same way twice (two poisons), the scale tensor's padding left as it was; then
+// mu, rsigma and residual_out.
+void expect_block_output(const BlockCase& k, const BlockRun& r) {
+  EXPECT_TRUE(same_bits(r.z_again, r.z, "z under another poison (every element written, the same bits)"));
+  EXPECT_TRUE(same_bits(r.scales_again, r.scales, "the scales run to run"));
+  const ScalingMode m = k.mode;
+  const size_t block = static_cast<size_t>(block_elements(m));
+  const bool fp32_scales = block_scale_dtype(m) == DType::kFloat32;
+  const float s_enc = m == ScalingMode::kNvfp4_1D ? nvfp4_encode_scale(r.global_amax >= 0 ? r.global_amax : 0.f) : 1.f;
+  std::vector<bool> written(r.srows * r.scols, false);
+  MxTally tally;
+  HostArray code(k.o, 1);
+  for (size_t row = 0; row < k.rows; ++row) {
+    for (size_t blk = 0; blk < k.hidden / block; ++blk) {
+      double amax = 0;
+      for (size_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(r.want.z[row * k.hidden + blk * block + j]));
+      const auto at = static_cast<size_t>(block_scale_offset(m, static_cast<int64_t>(row), static_cast<int64_t>(blk),
+                                                             static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden),
+                                                             k.swizzled));
+      written[at] = true;
+      ++tally.blocks;
+      double mult = 0;
+      const uint32_t want_scale = block_scale_of(m, k.o, static_cast<float>(amax), s_enc, &mult);
+      uint32_t got_scale = r.scales.raw[at];
+      if (fp32_scales) std::memcpy(&got_scale, r.scales.raw.data() + 4 * at, 4);
+      const std::string where = detail::concat("row ", row, " block ", blk);
+      if (fp32_scales) {
+        const double got = bits_float(got_scale), want = bits_float(want_scale);
+        if (!(std::fabs(got - want) <= 1e-5 * want) && ++tally.wrong <= 5) {
+          ADD_FAILURE() << where << ": scale_inv " << got << ", want " << want;
+        }
+        mult = 1.0 / got;
+      } else if (got_scale != want_scale) {
+        double unused;
+        const uint32_t lo = block_scale_of(m, k.o, static_cast<float>(amax * (1 - 1e-5)), s_enc, &unused);
+        const uint32_t hi = block_scale_of(m, k.o, static_cast<float>(amax * (1 + 1e-5)), s_enc, &unused);
+        if (got_scale == lo || got_scale == hi) {
+          ++tally.scale_diffs;
+        } else if (++tally.wrong <= 5) {
+          ADD_FAILURE() << where << ": scale " << got_scale << ", want " << want_scale;
+        }
+        mult = m == ScalingMode::kMxfp4_1D ? mx_inverse_scale(static_cast<uint8_t>(got_scale))
+                                           : nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(got_scale)),
+                                                                    1.f / s_enc);
+      }
+      for (size_t j = 0; j < block; ++j) {
+        const size_t i = row * k.hidden + blk * block + j;
+        ++tally.codes;
+        const double target = r.want.z[i] * mult;
+        code.set(0, target);
+        const double ref = code.get(0), got = r.z.get(i);
+        if (got == ref) continue;
+        if (midpoint_straddle(got, ref, target, mult)) {
+          ++tally.flips;
+        } else if (++tally.wrong <= 5) {
+          ADD_FAILURE() << where << ": z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tally.wrong, 0u);
+  EXPECT_LE(tally.scale_diffs, std::max<size_t>(2, tally.blocks / 1000));
+  EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / 10000));  // <= 1e-4 of the codes
+  const size_t width = fp32_scales ? 4 : 1;
+  size_t padding_touched = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (written[i]) continue;
+    for (size_t b = 0; b < width; ++b) padding_touched += r.scales.raw[i * width + b] != 0xFF ? 1 : 0;
+  }
+  EXPECT_EQ(padding_touched, 0u) << "the scale tensor's padding is left as it was";
+  expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
+  const char* tag = m == ScalingMode::kNvfp4_1D ? "_nvfp4_" : m == ScalingMode::kMxfp4_1D ? "_mxfp4_" : "_block1d_";
+  EXPECT_THAT(r.kernel.name, HasSubstr(tag)) << "the block-scaled kernel of z's format";
+}
+
+// NVFP4 z (TransformerEngine 2.18's arithmetic): e2m1 codes two per byte, an E4M3 scale per 16
+// elements of a row from the block's amax and the encode scale 448 * 6 / global amax (none: 1;
+// an amax of 1 far below the data's: most codes saturate at +-6). Compact and swizzled scales;
+// rows of one block, odd block counts, several rows per warp, a cluster, the fused add.
+TEST_F(NormFwdGpu, Nvfp4OutputRowwise) {
+  const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  const ScalingMode nv = ScalingMode::kNvfp4_1D;
+  using A = BlockCase::Amax;
+  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 37, 4096, false, false, A::kFromData},
+                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 200, 7168, true, false, A::kFromData},
+                             BlockCase{NormType::kLayerNorm, false, hf, f4, nv, 5, 2048, false, true, A::kNone},
+                             BlockCase{NormType::kRMSNorm, true, bf, f4, nv, 37, 4096, true, false, A::kFromData},
+                             BlockCase{NormType::kRMSNorm, false, f32, f4, nv, 3, 65536, false, false, A::kFromData},
+                             BlockCase{NormType::kLayerNorm, false, bf, f4, nv, 130, 32768, true, false, A::kFromData},
+                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 300, 128, true, false, A::kOne},
+                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 1, 16, false, false, A::kFromData},
+                             BlockCase{NormType::kLayerNorm, false, f32, f4, nv, 7, 48, false, false, A::kFromData}}) {
+    SCOPED_TRACE(k.describe());
+    expect_block_output(k, run_block(k, 71));
+  }
+}
+
+// MXFP4 z (normtune's NVTE_NORMTUNE_MXFP4_1D_SCALING): e2m1 codes, an E8M0 scale per 32, the
+// smallest power of two that fits the block's amax in e2m1's +-6.
+TEST_F(NormFwdGpu, Mxfp4OutputRowwise) {
+  const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  const ScalingMode m4 = ScalingMode::kMxfp4_1D;
+  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 37, 4096, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 200, 7168, true, false},
+                             BlockCase{NormType::kLayerNorm, false, hf, f4, m4, 5, 2048, false, true},
+                             BlockCase{NormType::kRMSNorm, true, bf, f4, m4, 37, 4096, true, false},
+                             BlockCase{NormType::kRMSNorm, false, f32, f4, m4, 3, 65536, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 1, 32, false, false},
+                             BlockCase{NormType::kLayerNorm, false, f32, f4, m4, 7, 96, true, false}}) {
+    SCOPED_TRACE(k.describe());
+    expect_block_output(k, run_block(k, 73));
+  }
+}
+
+// FP8 with 1x128 block scales (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling
+// row-wise data): fp32 scale_inv per 128 elements in the transposed [hidden / 128,
+// roundup(rows, 4)] tensor, scale = fp8_max / amax.
+TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
+  const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2, bf = DType::kBFloat16, hf = DType::kFloat16,
+              f32 = DType::kFloat32;
+  const ScalingMode b1 = ScalingMode::kBlock1D;
+  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 37, 4096, false, false},
+                             BlockCase{NormType::kLayerNorm, false, hf, e5, b1, 5, 2048, false, true},
+                             BlockCase{NormType::kRMSNorm, true, bf, e4, b1, 37, 4096, false, false},
+                             BlockCase{NormType::kRMSNorm, false, f32, e4, b1, 3, 65536, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 1, 128, false, false},
+                             BlockCase{NormType::kLayerNorm, false, bf, e4, b1, 300, 384, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 201, 7168, false, false}}) {
+    SCOPED_TRACE(k.describe());
+    expect_block_output(k, run_block(k, 79));
+  }
+}
 
 TEST_F(NormFwdGpu, ConcurrentThreadsGetCorrectResults) {
   std::vector<std::thread> threads;

@@ -98,7 +98,11 @@ enum NVTEScalingMode {
   /*! NVFP4: one E4M3 scale per 16 consecutive elements. */
   NVTE_NVFP4_1D_SCALING = 4,
   /*! Marker for an invalid mode; rejected by nvte_create_tensor. */
-  NVTE_INVALID_SCALING = 100
+  NVTE_INVALID_SCALING = 100,
+  /*! normtune's, not TransformerEngine's (a value outside TE's range): MXFP4, e2m1 data
+   *  (kNVTEFloat4E2M1, two per byte, the even element in the low nibble) with one E8M0 scale
+   *  per 32 consecutive elements of a row, the row-wise scale tensor shaped as MXFP8's. */
+  NVTE_NORMTUNE_MXFP4_1D_SCALING = 200
 };
 
 #ifndef __cplusplus
@@ -325,6 +329,6 @@ static_assert(sizeof(NVTEBasicTensor) == offsetof(NVTEBasicTensor, shape) + size
 static_assert(sizeof(NVTETensor) == sizeof(void*), "NVTETensor is a pointer-sized handle");
 static_assert(kNVTEWithGEMMSwizzledScales == 7 && kNVTENVFP4E4M3Max == 9 &&
                   kNVTENumTensorParams == 10 && NVTE_NVFP4_1D_SCALING == 4 &&
-                  NVTE_INVALID_SCALING == 100,
+                  NVTE_INVALID_SCALING == 100 && NVTE_NORMTUNE_MXFP4_1D_SCALING > NVTE_INVALID_SCALING,
               "NVTE enum values differ from TE 2.18");
 #endif  // __cplusplus

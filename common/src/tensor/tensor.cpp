@@ -67,6 +67,8 @@ std::string_view scaling_mode_name(int mode) {
       return "NVTE_NVFP4_1D_SCALING";
     case NVTE_INVALID_SCALING:
       return "NVTE_INVALID_SCALING";
+    case NVTE_NORMTUNE_MXFP4_1D_SCALING:
+      return "NVTE_NORMTUNE_MXFP4_1D_SCALING";
     default:
       return "unknown";
   }
@@ -140,7 +142,8 @@ NVTEBasicTensor BasicTensor::to_nvte() const {
 
 Shape Tensor::shape() const {
   if (!columnwise_only()) return data.shape;
-  if (scaling_mode == NVTE_MXFP8_1D_SCALING || columnwise_data.shape.empty()) {
+  if (scaling_mode == NVTE_MXFP8_1D_SCALING || scaling_mode == NVTE_NORMTUNE_MXFP4_1D_SCALING ||
+      columnwise_data.shape.empty()) {
     return columnwise_data.shape;
   }
   // Column-wise data is the transpose: [K, M, N] holds a logical [M, N, K].
@@ -410,7 +413,7 @@ void check_scaling_mode(NVTEScalingMode mode, const CallSite& where) {
   if (!is_valid_scaling_mode(m)) {
     raise_at(where,
              "argument 'scaling_mode': expected an NVTEScalingMode in [0, 4] "
-             "(NVTE_DELAYED_TENSOR_SCALING .. NVTE_NVFP4_1D_SCALING), got ",
+             "(NVTE_DELAYED_TENSOR_SCALING .. NVTE_NVFP4_1D_SCALING) or NVTE_NORMTUNE_MXFP4_1D_SCALING (200), got ",
              m, " (", scaling_mode_name(m), ")");
   }
 }

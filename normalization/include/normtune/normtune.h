@@ -17,9 +17,11 @@ const Registry& kernel_registry();
 // (registry/tuned/*.def). Explicit, so that a static link keeps every kernel.
 void register_all(Registry& registry);
 
-// One supported combination of element types: gamma (and beta), x, z (dx for a backward).
+// One supported combination of element types: gamma (and beta), x, z (dx for a backward),
+// and z's scaling (kNone: unquantized or per-tensor FP8; else block-scaled).
 struct TypeCombo {
   DType wtype, itype, otype;
+  ScalingMode scaling = ScalingMode::kNone;
 };
 // Every combination an op of this stage supports (normalization/src/register/type_lists.def):
 // the general entries, the C API's dtype checks and its messages all come from it.

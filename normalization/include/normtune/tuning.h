@@ -170,7 +170,8 @@ std::string name_tags(const BwdPlan& plan);
 
 // The complete `.def` line for a tuned entry (what `normtune tune` prints). The key must be
 // an entry key without flags (a table line has no field for them), unscaled or row-wise
-// MXFP8 (the NORMTUNE_TUNED_SCALED line; other scaling modes are an error).
+// block-scaled z (the NORMTUNE_TUNED_SCALED line: Mxfp8_1D, Block1D, Nvfp4_1D or Mxfp4_1D;
+// other scaling modes are an error).
 //   NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 1024, (<def_config>), (<provenance>))
 //   NORMTUNE_TUNED_SCALED(RMSNorm, Forward, bf16, bf16, fp8e4m3, fp32, Mxfp8_1D, 4096, (...), (...))
 std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance);
@@ -189,10 +190,11 @@ FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters, NormTy
                      Stage stage = Stage::kForward);
 BwdPlan plan_backward(int hidden_size, int vector_elements);
 
-// The layout of a forward with an MXFP8 z: staged, with the threads of a row a multiple of
-// the lanes that hold one 32-element block (32 / vector_elements), and CTAs of whole warps.
-// The general kernel's only choice for block-scaled z.
-FwdPlan plan_forward_block_scaled(int hidden_size, int vector_elements, bool clusters);
+// The layout of a forward with a block-scaled z (MXFP8, MXFP4, NVFP4, FP8 1x128): staged,
+// with the threads of a row a multiple of the lanes that hold one block (block_elements /
+// vector_elements), and CTAs of whole warps. The general kernel's only choice for
+// block-scaled z.
+FwdPlan plan_forward_block_scaled(int hidden_size, int vector_elements, bool clusters, int block_elements = 32);
 
 // The streaming layout (any row; what the general kernel falls back to when a staged plan
 // does not fit the device).

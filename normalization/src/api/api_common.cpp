@@ -1,5 +1,5 @@
 #include "api/api_common.h"
-#include "kernels/mx_scale.h"
+#include "kernels/block_scale.h"
 
 #include <limits>
 #include <string>
@@ -15,6 +15,46 @@ namespace normtune {
 namespace {
 
 thread_local const KernelEntry* t_last_kernel = nullptr;
+
+// The key's scaling of a tensor's NVTEScalingMode (check_call admits the modes mapped here).
+ScalingMode scaling_of_mode(NVTEScalingMode mode) {
+  switch (mode) {
+    case NVTE_MXFP8_1D_SCALING: return ScalingMode::kMxfp8_1D;
+    case NVTE_BLOCK_SCALING_1D: return ScalingMode::kBlock1D;
+    case NVTE_NVFP4_1D_SCALING: return ScalingMode::kNvfp4_1D;
+    case NVTE_NORMTUNE_MXFP4_1D_SCALING: return ScalingMode::kMxfp4_1D;
+    default: return ScalingMode::kNone;
+  }
+}
+
+// What a block-scaled z's messages call its scaling.
+const char* block_format_name(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D: return "NVTE_MXFP8_1D_SCALING";
+    case ScalingMode::kBlock1D: return "NVTE_BLOCK_SCALING_1D";
+    case ScalingMode::kNvfp4_1D: return "NVTE_NVFP4_1D_SCALING";
+    default: return "NVTE_NORMTUNE_MXFP4_1D_SCALING";
+  }
+}
+
+// ... and its short name, with its article ("an MXFP8"), and its scales' name.
+const char* block_format_short(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D: return "MXFP8";
+    case ScalingMode::kBlock1D: return "1x128-block FP8";
+    case ScalingMode::kNvfp4_1D: return "NVFP4";
+    default: return "MXFP4";
+  }
+}
+const char* block_format_article(ScalingMode m) { return m == ScalingMode::kBlock1D ? "a" : "an"; }
+const char* block_scale_name(ScalingMode m) {
+  switch (block_scale_dtype(m)) {
+    case DType::kFloat8E4M3: return "E4M3";
+    case DType::kFloat32: return "fp32";
+    default: return "E8M0";
+  }
+}
+
 
 const char* shape_text(const ArgSpec& a) {
   switch (a.shape) {
@@ -53,28 +93,29 @@ void add_unique(std::vector<DType>& v, DType t) {
 }
 
 // The dtype a type-list line gives an argument of rule `rule`, if the line applies given
-// x's and gamma's dtypes (kInputType: every line; kWeightType: lines of x's dtype;
-// kOutputType: lines of x's and gamma's).
-bool list_dtype(const TypeCombo& c, DTypeRule rule, DType x, DType gamma, DType* out) {
+// x's and gamma's dtypes and z's scaling (kInputType: every line; kWeightType: lines of x's
+// dtype; kOutputType: lines of x's and gamma's, and of z's scaling).
+bool list_dtype(const TypeCombo& c, DTypeRule rule, DType x, DType gamma, ScalingMode scaling, DType* out) {
   switch (rule) {
     case DTypeRule::kInputType: *out = c.itype; return true;
     case DTypeRule::kWeightType: *out = c.wtype; return c.itype == x;
-    case DTypeRule::kOutputType: *out = c.otype; return c.itype == x && c.wtype == gamma;
+    case DTypeRule::kOutputType: *out = c.otype; return c.itype == x && c.wtype == gamma && c.scaling == scaling;
     default: return false;
   }
 }
 
 // The dtypes the op's type list allows for an argument (for the message of a rejected call).
-std::vector<DType> allowed_dtypes(Stage stage, DTypeRule rule, DType x, DType gamma) {
+std::vector<DType> allowed_dtypes(Stage stage, DTypeRule rule, DType x, DType gamma, ScalingMode scaling) {
   std::vector<DType> out;
   for (const TypeCombo& c : supported_type_list(stage)) {
     DType d;
-    if (list_dtype(c, rule, x, gamma, &d)) add_unique(out, d);
+    if (list_dtype(c, rule, x, gamma, scaling, &d)) add_unique(out, d);
   }
   return out;
 }
 
-void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, DType x, DType gamma) {
+void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, DType x, DType gamma,
+                 ScalingMode scaling) {
   DType expected = DType::kFloat32;
   switch (a.dtype) {
     case DTypeRule::kInputType:
@@ -83,15 +124,22 @@ void check_dtype(const CallSpec& spec, const ArgSpec& a, const BasicTensor& t, D
       // No allocation on the path of an accepted call: the list is searched in place.
       for (const TypeCombo& c : supported_type_list(spec.stage)) {
         DType d;
-        if (list_dtype(c, a.dtype, x, gamma, &d) && d == t.dtype) return;
+        if (list_dtype(c, a.dtype, x, gamma, scaling, &d) && d == t.dtype) return;
       }
-      const std::vector<DType> allowed = allowed_dtypes(spec.stage, a.dtype, x, gamma);
+      const std::vector<DType> allowed = allowed_dtypes(spec.stage, a.dtype, x, gamma, scaling);
       const bool quantized = is_fp8(t.dtype) || is_fp4(t.dtype);
-      NORMTUNE_CHECK_ARG(false, a.name, dtype_choices(allowed, x, a.dtype != DTypeRule::kInputType),
+      const std::string want =
+          allowed.empty() ? detail::concat("no dtype: no supported z for x of dtype ", dtype_name(x), ", gamma of dtype ",
+                                           dtype_name(gamma), " and scaling ", scaling_mode_name(scaling))
+                          : dtype_choices(allowed, x, a.dtype != DTypeRule::kInputType) +
+                                (a.dtype == DTypeRule::kOutputType && scaling != ScalingMode::kNone
+                                     ? detail::concat(" for ", block_format_name(scaling))
+                                     : std::string());
+      NORMTUNE_CHECK_ARG(false, a.name, want,
                          detail::concat(dtype_name(t.dtype),
                                         a.dtype == DTypeRule::kOutputType && quantized
-                                            ? " (an FP8 z takes gamma of x's dtype; 4-bit outputs are not "
-                                              "supported yet)"
+                                            ? " (a quantized z takes gamma of x's dtype; e2m1 needs NVFP4 or MXFP4 "
+                                              "scaling, fp8 block scales MXFP8 or 1x128 blocks)"
                                             : ""));
       return;
     }
@@ -143,29 +191,43 @@ constexpr ScaleBuffer kZScaleBuffers[] = {
     {"z.amax (kNVTEAmax)", &Tensor::amax, false, true, nullptr},
 };
 
-// An MXFP8 scale tensor `name` (`what`): present, e8m0 of shape `want` (`formula`).
-void check_e8m0_scales(const BasicTensor& s, const char* name, const char* what, const Shape& want,
-                       const char* formula) {
-  NORMTUNE_CHECK_ARG(s.has_data(), name, detail::concat(what, ", e8m0 of shape ", want.str()), "none");
-  NORMTUNE_CHECK_ARG(s.dtype == DType::kFloat8E8M0 && s.shape == want, name,
-                     detail::concat("e8m0 of shape ", want.str(), " = ", formula),
+// A scale tensor `name` (`what`): present, of dtype `dtype` and shape `want` (`formula`).
+void check_scale_tensor(const BasicTensor& s, const char* name, const char* what, DType dtype, const Shape& want,
+                        const std::string& formula) {
+  NORMTUNE_CHECK_ARG(s.has_data(), name, detail::concat(what, ", ", dtype_name(dtype), " of shape ", want.str()),
+                     "none");
+  NORMTUNE_CHECK_ARG(s.dtype == dtype && s.shape == want, name,
+                     detail::concat(dtype_name(dtype), " of shape ", want.str(), " = ", formula),
                      detail::concat(dtype_name(s.dtype), " of shape ", s.shape.str()));
 }
 
-// An MXFP8 z: FP8 row-wise data, hidden a multiple of 32, and its E8M0 scales in
-// scale_inv, [roundup(rows, 128), roundup(hidden / 32, 4)] (TransformerEngine's shape; the
-// padding is not written); no per-tensor scale or amax. Column-wise data too, optionally:
-// FP8 of the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column
-// in columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no
-// column-wise amax. (Column-wise data alone is refused by check_call: the norm's output is
-// read row-wise by the next GEMM's forward.)
-void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
-  NORMTUNE_CHECK_ARG(is_fp8(z.data.dtype), "z", "dtype fp8e4m3 or fp8e5m2 for NVTE_MXFP8_1D_SCALING",
+// A block-scaled z (kernels/block_scale.h): row-wise data of the format's dtype (fp8; e2m1
+// for NVFP4 and MXFP4), hidden a multiple of the block, its scales in scale_inv, shaped as
+// TransformerEngine allocates them (the padding is not written); no per-tensor scale; an
+// amax only for NVFP4 (its global amax, read). MXFP8 may have column-wise data too: FP8 of
+// the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column in
+// columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no column-wise
+// amax. (Column-wise data alone is refused by check_call: the norm's output is read
+// row-wise by the next GEMM's forward.)
+void check_block_scaled_output(const Tensor& z, ScalingMode mode, size_t rows, size_t hidden) {
+  const char* format = block_format_name(mode);
+  const bool fp4 = block_codes_fp4(mode);
+  NORMTUNE_CHECK_ARG(fp4 ? is_fp4(z.data.dtype) : is_fp8(z.data.dtype), "z",
+                     detail::concat(fp4 ? "dtype fp4e2m1" : "dtype fp8e4m3 or fp8e5m2", " for ", format),
                      dtype_name(z.data.dtype));
-  NORMTUNE_CHECK_ARG(hidden % kMxBlock == 0, "z", "a hidden size divisible by 32 (MXFP8 blocks of 32 elements)",
+  const size_t block = static_cast<size_t>(block_elements(mode));
+  NORMTUNE_CHECK_ARG(hidden % block == 0, "z",
+                     detail::concat("a hidden size divisible by ", block, " (", block_format_short(mode), " blocks of ", block,
+                                    " elements)"),
                      hidden);
-  NORMTUNE_CHECK_ARG(z.has_columnwise_data() || !is_given(z.columnwise_scale_inv),
-                     "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
+  constexpr const char* kCs = "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)";
+  if (mode != ScalingMode::kMxfp8_1D) {
+    NORMTUNE_CHECK_ARG(!z.has_columnwise_data(), "z.columnwise_data (kNVTEColumnwiseData)",
+                       detail::concat("no column-wise data (", block_format_short(mode),
+                                      " z is row-wise only here; MXFP8 also has column-wise)"),
+                       detail::concat("a buffer of shape ", z.columnwise_data.shape.str()));
+  }
+  NORMTUNE_CHECK_ARG(z.has_columnwise_data() || !is_given(z.columnwise_scale_inv), kCs,
                      "no buffer without column-wise data (kNVTEColumnwiseData)",
                      detail::concat("a buffer of shape ", z.columnwise_scale_inv.shape.str()));
   if (z.has_columnwise_data()) {
@@ -173,27 +235,54 @@ void check_block_scaled_output(const Tensor& z, size_t rows, size_t hidden) {
     NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, "z.columnwise_data (kNVTEColumnwiseData)",
                        detail::concat(dtype_name(z.data.dtype), " of shape ", z.data.shape.str(), " (the row-wise data's)"),
                        detail::concat(dtype_name(c.dtype), " of shape ", c.shape.str()));
-    check_e8m0_scales(z.columnwise_scale_inv, "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)",
-                      "the column-wise E8M0 block scales",
-                      Shape{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
-                            static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))},
-                      "[roundup(ceil(rows / 32), 4), roundup(hidden, 128)]");
+    check_scale_tensor(z.columnwise_scale_inv, kCs, "the column-wise E8M0 block scales", DType::kFloat8E8M0,
+                       Shape{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
+                             static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))},
+                       "[roundup(ceil(rows / 32), 4), roundup(hidden, 128)]");
     NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), "z.columnwise_amax (kNVTEColumnwiseAmax)",
                        "no buffer (an MXFP8 z has block scales only)",
                        detail::concat("a buffer of shape ", z.columnwise_amax.shape.str()));
   }
-  check_e8m0_scales(z.scale_inv, "z.scale_inv (kNVTERowwiseScaleInv)", "the E8M0 block scales",
-                    Shape{static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(rows))),
-                          static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(hidden)))},
-                    "[roundup(rows, 128), roundup(hidden / 32, 4)]");
-  for (const BasicTensor* t : {&z.scale, &z.amax}) {
-    NORMTUNE_CHECK_ARG(!is_given(*t), t == &z.scale ? "z.scale (kNVTEScale)" : "z.amax (kNVTEAmax)",
-                       "no buffer (an MXFP8 z has block scales only)", detail::concat("a buffer of shape ", t->shape.str()));
+  const DType sdtype = block_scale_dtype(mode);
+  const std::string formula =
+      mode == ScalingMode::kBlock1D
+          ? std::string("[hidden / 128, roundup(rows, 4)]")
+          : detail::concat("[roundup(rows, 128), roundup(hidden / ", block, ", 4)]");
+  check_scale_tensor(z.scale_inv, "z.scale_inv (kNVTERowwiseScaleInv)",
+                     detail::concat("the ", block_scale_name(mode), " block scales").c_str(), sdtype,
+                     Shape{static_cast<size_t>(block_scale_rows(mode, static_cast<int64_t>(rows), static_cast<int64_t>(hidden))),
+                           static_cast<size_t>(block_scale_cols(mode, static_cast<int64_t>(rows), static_cast<int64_t>(hidden)))},
+                     formula);
+  NORMTUNE_CHECK_ARG(!(mode == ScalingMode::kBlock1D && z.with_gemm_swizzled_scales),
+                     "z (kNVTEWithGEMMSwizzledScales)",
+                     "false for NVTE_BLOCK_SCALING_1D (its scales have one layout; the swizzle is MXFP8's, NVFP4's and "
+                     "MXFP4's)",
+                     "true");
+  const std::string only_blocks =
+      detail::concat("no buffer (", block_format_article(mode), " ", block_format_short(mode), " z has block scales only)");
+  NORMTUNE_CHECK_ARG(!is_given(z.scale), "z.scale (kNVTEScale)", only_blocks,
+                     detail::concat("a buffer of shape ", z.scale.shape.str()));
+  if (mode == ScalingMode::kNvfp4_1D) {
+    NORMTUNE_CHECK_ARG(!z.row_scaled_nvfp4, "z (kNVTERowScaledNVFP4)",
+                       "false (one global amax per tensor; row-scaled NVFP4 is not supported)", "true");
+    NORMTUNE_CHECK_ARG(z.nvfp4_e4m3_max == 448, "z (kNVTENVFP4E4M3Max)",
+                       "448 (256 belongs to 4over6 quantization, not supported)", z.nvfp4_e4m3_max);
+    if (is_given(z.amax)) {
+      NORMTUNE_CHECK_ARG(z.amax.dtype == DType::kFloat32 && z.amax.numel() == 1, "z.amax (kNVTEAmax)",
+                         "one fp32 value (NVFP4: the global amax, read)",
+                         detail::concat(dtype_name(z.amax.dtype), " of shape ", z.amax.shape.str()));
+    }
+  } else {
+    NORMTUNE_CHECK_ARG(!is_given(z.amax), "z.amax (kNVTEAmax)", only_blocks,
+                       detail::concat("a buffer of shape ", z.amax.shape.str()));
   }
 }
 
 void check_output_scale_buffers(const Tensor& z, size_t rows, size_t hidden) {
-  if (z.scaling_mode == NVTE_MXFP8_1D_SCALING) return check_block_scaled_output(z, rows, hidden);
+  const ScalingMode mode = scaling_of_mode(z.scaling_mode);
+  if (mode != ScalingMode::kNone) return check_block_scaled_output(z, mode, rows, hidden);
+  NORMTUNE_CHECK_ARG(!is_fp4(z.data.dtype), "z", "NVTE_NVFP4_1D_SCALING or NVTE_NORMTUNE_MXFP4_1D_SCALING for an e2m1 z",
+                     "NVTE_DELAYED_TENSOR_SCALING");
   const bool fp8 = is_fp8(z.data.dtype);
   for (const ScaleBuffer& b : kZScaleBuffers) {
     const BasicTensor& t = z.*b.member;
@@ -215,12 +304,25 @@ void check_output_scale_buffers(const Tensor& z, size_t rows, size_t hidden) {
 // On a real call: the FP8 buffers present, aligned, and those written apart from every
 // argument and from one another (scale is only read: it may share memory with an input).
 void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, const Tensor& z) {
-  if (z.scaling_mode == NVTE_MXFP8_1D_SCALING) {
+  if (const ScalingMode mode = scaling_of_mode(z.scaling_mode); mode != ScalingMode::kNone) {
     const BasicTensor& s = z.scale_inv;
+    constexpr const char* kS = "z.scale_inv (kNVTERowwiseScaleInv)";
     // (No rows: every buffer is empty, and NULL, as frameworks pass it, is fine.)
-    NORMTUNE_CHECK_ARG(s.dptr != nullptr || s.numel() == 0, "z.scale_inv (kNVTERowwiseScaleInv)",
-                       detail::concat("a device pointer to ", s.numel(), " E8M0 scales"), "NULL");
-    for (const ArgSpec& a : spec.args) expect_no_overlap(s, "z.scale_inv (kNVTERowwiseScaleInv)", call[a.slot], a.name);
+    NORMTUNE_CHECK_ARG(s.dptr != nullptr || s.numel() == 0, kS,
+                       detail::concat("a device pointer to ", s.numel(), " ", block_scale_name(mode), " scales"), "NULL");
+    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(s.dptr) % dtype_storage_bytes(s.dtype, 1) == 0, kS,
+                       detail::concat("a pointer aligned to its ", dtype_storage_bytes(s.dtype, 1), "-byte scales"),
+                       s.dptr);
+    for (const ArgSpec& a : spec.args) expect_no_overlap(s, kS, call[a.slot], a.name);
+    if (mode == ScalingMode::kNvfp4_1D && is_given(z.amax)) {  // read: apart from what the call writes
+      constexpr const char* kA = "z.amax (kNVTEAmax)";
+      NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(z.amax.dptr) % alignof(float) == 0, kA,
+                         "a pointer aligned to 4 bytes", z.amax.dptr);
+      for (const ArgSpec& a : spec.args) {
+        if (a.role == Role::kOut) expect_no_overlap(z.amax, kA, call[a.slot], a.name);
+      }
+      expect_no_overlap(z.amax, kA, s, kS);
+    }
     if (z.has_columnwise_data()) {  // three more outputs: apart from every argument and each other
       const BasicTensor& c = z.columnwise_data;
       const BasicTensor& cs = z.columnwise_scale_inv;
@@ -242,10 +344,11 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
     for (const ArgSpec& a : spec.args) {
       if (a.role != Role::kIn) continue;
       NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(call[a.slot].dptr) % 16 == 0, a.name,
-                         "a 16-byte aligned pointer (MXFP8 output)", call[a.slot].dptr);
+                         detail::concat("a 16-byte aligned pointer (", block_format_short(mode), " output)"),
+                       call[a.slot].dptr);
     }
-    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(z.data.dptr) % 16 == 0, "z", "a 16-byte aligned pointer (MXFP8)",
-                       z.data.dptr);
+    NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(z.data.dptr) % 16 == 0, "z",
+                       detail::concat("a 16-byte aligned pointer (", block_format_short(mode), ")"), z.data.dptr);
     return;
   }
   for (const ScaleBuffer& b : kZScaleBuffers) {  // those present (checked above)
@@ -289,14 +392,15 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   // Handles, scaling modes and shapes of every argument, in table order.
   for (const ArgSpec& a : spec.args) {
     const Tensor& t = const_tensor_from_handle(handles[a.slot], a.name);
-    const bool mxfp8_z = a.dtype == DTypeRule::kOutputType && t.scaling_mode == NVTE_MXFP8_1D_SCALING;
-    NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING || mxfp8_z, a.name,
+    const bool block_z = a.dtype == DTypeRule::kOutputType && scaling_of_mode(t.scaling_mode) != ScalingMode::kNone;
+    NORMTUNE_CHECK_ARG(t.scaling_mode == NVTE_DELAYED_TENSOR_SCALING || block_z, a.name,
                        a.dtype == DTypeRule::kOutputType
-                           ? "NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 with one per-tensor scale) or "
-                             "NVTE_MXFP8_1D_SCALING (other block scalings are not supported yet)"
+                           ? "NVTE_DELAYED_TENSOR_SCALING (unquantized, or FP8 with one per-tensor scale), "
+                             "NVTE_MXFP8_1D_SCALING, NVTE_BLOCK_SCALING_1D, NVTE_NVFP4_1D_SCALING or "
+                             "NVTE_NORMTUNE_MXFP4_1D_SCALING (2-D blocks are not supported)"
                            : "NVTE_DELAYED_TENSOR_SCALING (an unquantized tensor)",
                        scaling_mode_name(static_cast<int>(t.scaling_mode)));
-    NORMTUNE_CHECK_ARG(!(mxfp8_z && t.columnwise_only()), a.name,
+    NORMTUNE_CHECK_ARG(!(block_z && t.columnwise_only()), a.name,
                        "row-wise data (column-wise data alone is not supported)", "column-wise data only");
     const Shape want = expected_shape(a.shape, call.rows, call.hidden);
     NORMTUNE_CHECK_ARG(t.data.shape == want, a.name, detail::concat("shape ", shape_text(a), " = ", want.str()),
@@ -305,12 +409,16 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
   }
   // Dtypes: x's against the type list first, then gamma's given x's, then the rest.
   const DType x_dtype = x.data.dtype;
-  check_dtype(spec, x_spec, x.data, x_dtype, x_dtype);
+  const ScalingMode z_scaling =
+      is_backward(spec.stage)
+          ? ScalingMode::kNone
+          : scaling_of_mode(call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot]->scaling_mode);
+  check_dtype(spec, x_spec, x.data, x_dtype, x_dtype, z_scaling);
   const ArgSpec& g_spec = arg_with_rule(spec, DTypeRule::kWeightType);
   const DType g_dtype = call[g_spec.slot].dtype;
-  check_dtype(spec, g_spec, call[g_spec.slot], x_dtype, g_dtype);
+  check_dtype(spec, g_spec, call[g_spec.slot], x_dtype, g_dtype, z_scaling);
   for (const ArgSpec& a : spec.args) {
-    if (&a != &x_spec && &a != &g_spec) check_dtype(spec, a, call[a.slot], x_dtype, g_dtype);
+    if (&a != &x_spec && &a != &g_spec) check_dtype(spec, a, call[a.slot], x_dtype, g_dtype, z_scaling);
   }
   if (!is_backward(spec.stage)) {
     check_output_scale_buffers(*call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot], call.rows, call.hidden);
@@ -326,11 +434,11 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   if (!is_backward(spec.stage)) {
     const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
     o = z.data.dtype;
-    scaling = static_cast<ScalingMode>(z.scaling_mode);  // check_call admits per-tensor or MXFP8 z
+    scaling = scaling_of_mode(z.scaling_mode);  // check_call admits these modes only
   }
   NormKey key = make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
                          zero_centered_gamma);
-  if (scaling == ScalingMode::kMxfp8_1D) {
+  if (scaling != ScalingMode::kNone) {
     const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
     if (z.with_gemm_swizzled_scales) key.flags |= kFlagSwizzledScales;
     if (z.has_columnwise_data()) key.flags |= kFlagColumnwise;

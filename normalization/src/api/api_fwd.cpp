@@ -58,9 +58,10 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   p.residual_out = call.data(kResidualOut);
   p.mu = static_cast<float*>(call.data(kMu));
   p.rsigma = static_cast<float*>(call.data(kRsigma));
-  if (const Tensor& z = *call.by_slot[kZ]; z.scaling_mode == NVTE_MXFP8_1D_SCALING) {  // (checked)
+  if (const Tensor& z = *call.by_slot[kZ]; z.scaling_mode != NVTE_DELAYED_TENSOR_SCALING) {  // block-scaled (checked)
     p.block_scales = static_cast<uint8_t*>(z.scale_inv.dptr);
     p.swizzled_scales = z.with_gemm_swizzled_scales;
+    if (z.scaling_mode == NVTE_NVFP4_1D_SCALING) p.global_amax = static_cast<const float*>(z.amax.dptr);
     if (z.has_columnwise_data()) {
       p.z_colwise = z.columnwise_data.dptr;
       p.colwise_block_scales = static_cast<uint8_t*>(z.columnwise_scale_inv.dptr);

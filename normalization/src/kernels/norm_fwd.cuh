@@ -32,14 +32,20 @@
 namespace normtune {
 
 // What is computed: element types, the norm, the stage (Forward or ForwardAdd) and z's
-// scaling (kNone: unquantized or per-tensor FP8; kMxfp8_1D: FP8 with an E8M0 scale per 32
-// consecutive elements of a row).
+// scaling (kNone: unquantized or per-tensor FP8; otherwise block-scaled, kernels/block_scale.h:
+// kMxfp8_1D, FP8 with an E8M0 scale per 32 consecutive elements of a row; kBlock1D, FP8 with
+// an fp32 scale per 128; kNvfp4_1D, e2m1 with an E4M3 scale per 16; kMxfp4_1D, e2m1 with an
+// E8M0 scale per 32).
 template <typename W, typename I, typename O, NormType kNorm_, Stage kStage_,
           ScalingMode kScaling_ = ScalingMode::kNone>
 struct FwdTraits {
   static_assert(kStage_ == Stage::kForward || kStage_ == Stage::kForwardAdd, "a forward stage");
-  static_assert(kScaling_ == ScalingMode::kNone || kScaling_ == ScalingMode::kMxfp8_1D,
-                "forward outputs: unquantized, per-tensor FP8 or MXFP8");
+  static_assert(kScaling_ != ScalingMode::kBlock2D, "forward outputs: unquantized, per-tensor FP8 or 1-D blocks");
+  static_assert((kScaling_ == ScalingMode::kNvfp4_1D || kScaling_ == ScalingMode::kMxfp4_1D) ==
+                    (Elem<O>::kDType == DType::kFloat4E2M1),
+                "e2m1 z exactly with NVFP4 or MXFP4 scaling");
+  static_assert(kScaling_ == ScalingMode::kNone || Elem<O>::kDType == DType::kFloat4E2M1 || kIsFp8<O>,
+                "block-scaled z holds fp8 or e2m1 codes");
   using Weight = W;
   using Input = I;
   using Output = O;
@@ -47,6 +53,7 @@ struct FwdTraits {
   static constexpr Stage kStage = kStage_;
   static constexpr ScalingMode kScaling = kScaling_;
   static constexpr bool kMxfp8 = kScaling_ == ScalingMode::kMxfp8_1D;
+  static constexpr bool kBlockScaled = kScaling_ != ScalingMode::kNone;
   static constexpr bool kRmsNorm = kNorm_ == NormType::kRMSNorm;
   static constexpr bool kResidualAdd = kStage_ == Stage::kForwardAdd;
 };
@@ -151,10 +158,10 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
 
 // Whether z is FP8 with one per-tensor scale (not block-scaled).
 template <typename Traits>
-inline constexpr bool kTensorScaled = kIsFp8<typename Traits::Output> && !Traits::kMxfp8;
-// Whether z may come with an amax (per-tensor FP8, or high precision: not MXFP8).
+inline constexpr bool kTensorScaled = kIsFp8<typename Traits::Output> && !Traits::kBlockScaled;
+// Whether z may come with an amax (per-tensor FP8, or high precision: not block-scaled).
 template <typename Traits>
-inline constexpr bool kHasAmax = !Traits::kMxfp8;
+inline constexpr bool kHasAmax = !Traits::kBlockScaled;
 
 // The scale of a per-tensor FP8 output (1 for other outputs: never read), and whether an
 // amax is kept.
@@ -202,7 +209,7 @@ inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
-  static_assert(!Traits::kMxfp8, "MXFP8 z takes the staged layout (norm_fwd_staged.cuh)");
+  static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged layout (norm_fwd_staged.cuh)");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;

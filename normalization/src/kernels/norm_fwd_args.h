@@ -21,9 +21,12 @@ struct FwdParams {
   const float* scale = nullptr;
   float* amax = nullptr;
   float* scale_inv = nullptr;
-  // MXFP8 z: the row-wise E8M0 scales (kernels/mx_scale.h), compact or GEMM-swizzled; with
-  // column-wise data, that data ([rows, hidden], 32x1 blocks) and its scales too.
+  // Block-scaled z (kernels/block_scale.h): the row-wise scales (E8M0 or E4M3 bytes; fp32
+  // for 1x128 FP8 blocks), compact or GEMM-swizzled; NVFP4: the global amax (read; null: an
+  // encode scale of 1). MXFP8 with column-wise data: that data ([rows, hidden], 32x1 blocks)
+  // and its scales too.
   uint8_t* block_scales = nullptr;
+  const float* global_amax = nullptr;
   bool swizzled_scales = false;
   void* z_colwise = nullptr;
   uint8_t* colwise_block_scales = nullptr;

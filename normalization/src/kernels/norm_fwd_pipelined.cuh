@@ -42,7 +42,7 @@ struct PipelinedLayout {
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(const FwdParams p) {
-  static_assert(!Traits::kMxfp8, "MXFP8 z takes the staged layout");
+  static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged layout");
   static_assert(Shape::kN >= 1, "the pipelined layout holds kN vectors per thread");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;

@@ -21,7 +21,7 @@
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
-#include "kernels/mx_scale.h"
+#include "kernels/block_quant.cuh"
 #include "kernels/norm_fwd.cuh"
 
 namespace normtune {
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
     p.rsigma[row] = rsigma;
     if constexpr (!kRms) p.mu[row] = mean;
   }
-  O* z = static_cast<O*>(p.z) + row * hidden;
+  [[maybe_unused]] O* z = static_cast<O*>(p.z) + row * hidden;  // (unscaled z: element-addressed)
   // gamma (and beta) of the slice's vector s, element offset off: staged, or from memory.
   auto load_weights = [&](int s, int64_t off, VW& g, VW& b) {
     if (stage_weights) {
@@ -187,14 +187,17 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       if constexpr (!kRms) b.load(beta + off);
     }
   };
-  if constexpr (Traits::kMxfp8) {
-    // MXFP8: a 32-element block is kGroup consecutive vectors of the row, held by kGroup
-    // adjacent lanes (G and the slices are multiples of kGroup: a block never spans two rows
-    // or two CTAs). The block's max |value| by shuffles among those lanes, one E8M0 scale
-    // (written by the block's first lane), then each lane's codes of its own vector
-    // (kernels/mx_scale.h). Every lane takes every step, as the shuffles need the whole
-    // warp; lanes past the row's end (or past the last row) hold zeros and store nothing.
-    constexpr int kGroup = kMxBlock / kVec;
+  if constexpr (Traits::kBlockScaled) {
+    // Block-scaled z (kernels/block_quant.cuh): a block is kGroup consecutive vectors of the
+    // row, held by kGroup adjacent lanes (G and the slices are multiples of kGroup: a block
+    // never spans two rows or two CTAs). The block's max |value| by shuffles among those
+    // lanes, one scale (written by the block's first lane), then each lane's codes of its own
+    // vector. Every lane takes every step, as the shuffles need the whole warp; lanes past
+    // the row's end (or past the last row) hold zeros and store nothing.
+    using Quant = BlockQuantizer<Traits>;
+    constexpr int kGroup = Quant::kBlock / kVec;
+    static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
+    const Quant quant(p);
     // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
     // without breaking the lanes' convergence, and LLVM refuses.)
     for (int i = 0; i < N; ++i) {
@@ -219,14 +222,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       }
 #pragma unroll
       for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
-      const uint8_t e = mx_scale_exponent(amax, fp8_max(Elem<O>::kDType));
-      const float inv = mx_inverse_scale(e);
+      const int64_t at = block_scale_offset(Traits::kScaling, row, v / kGroup, p.rows, hidden, p.swizzled_scales);
+      const float mult = quant.block(p, amax, at, valid && t % kGroup == 0);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) y[k] *= inv;
-      if (valid) {
-        store_floats(y, z + static_cast<int64_t>(v) * kVec);
-        if (t % kGroup == 0) p.block_scales[mx_scale_offset(row, v / kGroup, hidden, p.swizzled_scales)] = e;
-      }
+      for (int k = 0; k < kVec; ++k) y[k] *= mult;
+      if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
     }
   } else if (row_ok) {
 #pragma unroll 4

@@ -206,8 +206,10 @@ struct GeneralFwd {
   static constexpr const char* kConfig =
       Traits::kMxfp8 ? "layout planned per call: staged in shared memory, a 32-element block per group of adjacent "
                        "lanes; with column-wise data, tiles of 32 rows"
-                     : "layout planned per call: registers (vector or scalar), staged in shared memory "
-                       "(a cluster for long rows), or streamed";
+      : Traits::kBlockScaled ? "layout planned per call: staged in shared memory, a block of z's scales per group of "
+                               "adjacent lanes"
+                             : "layout planned per call: registers (vector or scalar), staged in shared memory "
+                               "(a cluster for long rows), or streamed";
   static constexpr WorkspaceFn workspace = nullptr;
 
   static void run(const void* opaque, cudaStream_t stream) {
@@ -215,12 +217,15 @@ struct GeneralFwd {
     using I = typename Traits::Input;
     constexpr int kVec = 16 / sizeof(I);
     const bool aligned = fwd_vector_aligned<Traits, kVec>(args.params);
-    if constexpr (Traits::kMxfp8) {
+    if constexpr (Traits::kBlockScaled) {
+      constexpr int kBlock = block_elements(Traits::kScaling);
       NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16) && aligned_to(args.params.z_colwise, 16),
-                     "an MXFP8 z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
-      if (args.params.z_colwise != nullptr) {
-        if (launch_fwd_mx_cluster<Traits>(args, stream)) return;
-        return launch_fwd_mx_tile<Traits>(args, stream);
+                     "a block-scaled z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
+      if constexpr (Traits::kMxfp8) {
+        if (args.params.z_colwise != nullptr) {
+          if (launch_fwd_mx_cluster<Traits>(args, stream)) return;
+          return launch_fwd_mx_tile<Traits>(args, stream);
+        }
       }
       // The planner's layout, or the autotuner's override (normtune tune --out mxfp8), which
       // must then be a staged one.
@@ -228,12 +233,12 @@ struct GeneralFwd {
       const FwdPlan* forced = forward_plan_override();
       NORMTUNE_CHECK(forced == nullptr || (forced->layout == FwdLayout::kStaged &&
                                            plan_fits(*forced, args.params.hidden, kVec, clusters)),
-                     "MXFP8 output: layout ", forced ? config_string(*forced) : "",
+                     "block-scaled output: layout ", forced ? config_string(*forced) : "",
                      " is not a staged layout that fits this row");
-      FwdPlan plan = forced ? *forced : plan_forward_block_scaled(args.params.hidden, kVec, clusters);
-      // The kernel's block = kMxBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
-      NORMTUNE_CHECK(plan.threads_per_row % (kMxBlock / kVec) == 0, "MXFP8 output: layout ", config_string(plan),
-                     " has threads per row not a multiple of ", kMxBlock / kVec);
+      FwdPlan plan = forced ? *forced : plan_forward_block_scaled(args.params.hidden, kVec, clusters, kBlock);
+      // The kernel's block = kBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
+      NORMTUNE_CHECK(plan.threads_per_row % (kBlock / kVec) == 0, "block-scaled output: layout ", config_string(plan),
+                     " has threads per row not a multiple of ", kBlock / kVec);
       // The planner's rows up to 4 vectors per thread (hidden up to 4 x kMaxCtaThreads
       // vectors): the count fixed at 4 at compile time (the loops unrolled; a thread's vectors
       // past the row end are skipped), the rest with the count read at run time.
@@ -241,7 +246,7 @@ struct GeneralFwd {
       if (four) plan.vecs_per_thread = 4;
       const bool launched = four ? launch_fwd_staged<Traits, FwdShape<kVec, 4>>(args, plan, stream)
                                  : launch_fwd_staged<Traits, FwdShape<kVec, 0>>(args, plan, stream);
-      NORMTUNE_CHECK(launched, "MXFP8 output: layout ", config_string(plan),
+      NORMTUNE_CHECK(launched, "block-scaled output: layout ", config_string(plan),
                      " does not fit this device (shared memory or cluster size)");
       return;
     } else {
@@ -317,14 +322,15 @@ struct TunedFwd {
                     (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
                 "CTA and at least a warp per CTA (the cluster reduction's push uses one thread per peer)");
-  static_assert(!Traits::kMxfp8 || (kStaged && kPlan.threads_per_row % (kMxBlock / kVec) == 0),
-                "an MXFP8 tuned plan is staged, with whole 32-element blocks per group of lanes");
+  static_assert(!Traits::kBlockScaled ||
+                    (kStaged && kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0),
+                "a block-scaled tuned plan is staged, with whole blocks per group of lanes");
   static constexpr WorkspaceFn workspace = nullptr;
 
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
     if (!fwd_vector_aligned<Traits, kVec>(args.params)) return "data is not 16-byte aligned";
-    if (Traits::kMxfp8 && !aligned_to(args.params.z, 16)) return "an MXFP8 z is not 16-byte aligned";
+    if (Traits::kBlockScaled && !aligned_to(args.params.z, 16)) return "a block-scaled z is not 16-byte aligned";
     if (args.params.z_colwise != nullptr) return "column-wise output takes the general kernel";
     if (kPlan.ctas_per_row > 1 && !args.clusters) return "the device cannot launch thread-block clusters";
     return nullptr;

@@ -56,20 +56,32 @@ std::string name_tags_of(const Plan& plan) {
   return out;
 }
 
+// ScalingMode's enumerator without its k, as a scaled table line names it (entries.cuh pastes
+// the k back); null for modes a table line cannot have.
+const char* scaling_token(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D: return "Mxfp8_1D";
+    case ScalingMode::kBlock1D: return "Block1D";
+    case ScalingMode::kNvfp4_1D: return "Nvfp4_1D";
+    case ScalingMode::kMxfp4_1D: return "Mxfp4_1D";
+    default: return nullptr;
+  }
+}
+
 template <typename Plan>
 std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance& pv) {
-  NORMTUNE_CHECK((key.scaling == ScalingMode::kNone || key.scaling == ScalingMode::kMxfp8_1D) && key.flags == 0 &&
+  const bool scaled = key.scaling != ScalingMode::kNone;
+  NORMTUNE_CHECK((!scaled || scaling_token(key.scaling) != nullptr) && key.flags == 0 &&
                      key.hidden_size != kAnyHiddenSize,
-                 "tuned_table_line: a table line has an exact hidden size, no flags and no scaling but MXFP8's; got ",
+                 "tuned_table_line: a table line has an exact hidden size, no flags and no scaling but the 1-D "
+                 "block scalings; got ",
                  to_string(key));
   char buf[48];  // fixed, 2 decimals, without the locale (to_chars)
   const std::string time(buf, std::to_chars(buf, buf + sizeof(buf), pv.time_us, std::chars_format::fixed, 2).ptr);
-  // A scaled line names the mode as ScalingMode's enumerator without its k (entries.cuh
-  // pastes it back).
-  const bool scaled = key.scaling != ScalingMode::kNone;
   return detail::concat(scaled ? "NORMTUNE_TUNED_SCALED(" : "NORMTUNE_TUNED(", norm_type_name(key.norm), ", ",
                         stage_name(key.stage), ", ", dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ",
-                        dtype_name(key.otype), ", ", dtype_name(key.ctype), ", ", scaled ? "Mxfp8_1D, " : "",
+                        dtype_name(key.otype), ", ", dtype_name(key.ctype), ", ",
+                        scaled ? detail::concat(scaling_token(key.scaling), ", ") : std::string(),
                         key.hidden_size, ", ", def_config_of(plan), ", (.device = \"", pv.device, "\", .date = \"",
                         pv.date, "\", .time_us = ", time, ", .tool = \"", pv.tool, "\"))");
 }

@@ -11,7 +11,6 @@ namespace {
 
 constexpr int kWarpSize = platform::kWarpSize;
 constexpr int kTargetThreads = 128;  // threads per CTA for short rows (tuned)
-constexpr int kMxBlockElements = 32;  // elements per MXFP8 scale
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -122,9 +121,9 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters, NormType norm, Stage st
   return staged_long_rows(nvec, clusters);
 }
 
-FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters) {
+FwdPlan plan_forward_block_scaled(int hidden, int vec, bool clusters, int block_elements) {
   const int nvec = ceil_div(hidden, vec);
-  const int group = kMxBlockElements / vec;  // lanes that hold one 32-element block
+  const int group = std::max(block_elements / vec, 1);  // lanes that hold one block
   // Rows of up to 4 vectors per thread: staged, the shape of the register layout (four
   // vectors per thread, 128-thread CTAs), at least one block's lanes per row.
   if (nvec <= 4 * kMaxCtaThreads) {

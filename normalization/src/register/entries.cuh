@@ -21,6 +21,7 @@ using fp16 = fp16_t;
 using bf16 = bf16_t;
 using fp8e4m3 = fp8e4m3_t;
 using fp8e5m2 = fp8e5m2_t;
+using fp4e2m1 = fp4e2m1_t;
 
 // FwdTraits or BwdTraits for (norm, stage), the types of a list line and z's scaling.
 template <NormType kNorm, Stage kStage, typename W, typename I, typename O,
@@ -45,7 +46,18 @@ constexpr NormKey key_of(uint32_t hidden_size) {
                   scaling_of<Traits>());
 }
 
-// rmsnorm_fwd_bf16_bf16_bf16 (gamma's, x's, z's type; _mxfp8 for block-scaled z); a
+// The kernel name's tag of z's scaling: "" (none), "_mxfp8", "_block1d", "_nvfp4", "_mxfp4".
+constexpr const char* scaling_tag(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D: return "_mxfp8";
+    case ScalingMode::kBlock1D: return "_block1d";
+    case ScalingMode::kNvfp4_1D: return "_nvfp4";
+    case ScalingMode::kMxfp4_1D: return "_mxfp4";
+    default: return "";
+  }
+}
+
+// rmsnorm_fwd_bf16_bf16_bf16 (gamma's, x's, z's type; scaling_tag for block-scaled z); a
 // backward names gamma's and x's.
 template <typename Traits>
 std::string kernel_base_name() {
@@ -53,7 +65,7 @@ std::string kernel_base_name() {
   std::string name = detail::concat(op_of(k.norm, k.stage).kernel_name, "_", dtype_name(k.wtype), "_",
                                     dtype_name(k.itype));
   if (!is_backward(k.stage)) name += detail::concat("_", dtype_name(k.otype));
-  if (k.scaling == ScalingMode::kMxfp8_1D) name += "_mxfp8";
+  name += scaling_tag(k.scaling);
   return name;
 }
 
@@ -74,15 +86,15 @@ template <NormType kNorm, Stage kStage>
 void add_general_entries(Registry& registry) {
 #define NORMTUNE_FWD_TYPES(w, i, o) \
   if constexpr (!is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, o>>(registry);
-#define NORMTUNE_FWD_MXFP8_TYPES(w, i, o)                                                          \
+#define NORMTUNE_FWD_SCALED_TYPES(w, i, o, scaling)                                                \
   if constexpr (!is_backward(kStage)) {                                                            \
-    add_general<TraitsFor<kNorm, kStage, w, i, o, ScalingMode::kMxfp8_1D>>(registry);               \
+    add_general<TraitsFor<kNorm, kStage, w, i, o, ScalingMode::k##scaling>>(registry);              \
   }
 #define NORMTUNE_BWD_TYPES(w, i) \
   if constexpr (is_backward(kStage)) add_general<TraitsFor<kNorm, kStage, w, i, i>>(registry);
 #include "register/type_lists.def"
 #undef NORMTUNE_FWD_TYPES
-#undef NORMTUNE_FWD_MXFP8_TYPES
+#undef NORMTUNE_FWD_SCALED_TYPES
 #undef NORMTUNE_BWD_TYPES
 }
 

@@ -23,6 +23,11 @@ struct fp8e4m3_t {
 struct fp8e5m2_t {
   uint8_t bits;
 };
+// One e2m1 value (in the low nibble). Arrays of e2m1 are packed two per byte: kernels that
+// write them address bytes, never fp4e2m1_t arrays.
+struct fp4e2m1_t {
+  uint8_t bits;
+};
 
 template <typename T>
 struct Elem;
@@ -74,6 +79,13 @@ struct Elem<fp8e5m2_t> {
     return {float_to_fp8e5m2(v)};
 #endif
   }
+};
+
+template <>
+struct Elem<fp4e2m1_t> {
+  static constexpr DType kDType = DType::kFloat4E2M1;
+  NORMTUNE_HD_INLINE static float to_float(fp4e2m1_t v) { return fp4e2m1_to_float(v.bits); }
+  NORMTUNE_HD_INLINE static fp4e2m1_t from_float(float v) { return {float_to_fp4e2m1(v)}; }
 };
 
 template <typename T>

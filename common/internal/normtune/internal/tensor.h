@@ -48,7 +48,7 @@ constexpr NVTEDType to_nvte_dtype(DType t) {
 std::string_view tensor_param_name(int param);
 std::string_view scaling_mode_name(int mode);
 constexpr bool is_valid_scaling_mode(int mode) {
-  return mode >= 0 && mode <= 4;
+  return (mode >= 0 && mode <= 4) || mode == NVTE_NORMTUNE_MXFP4_1D_SCALING;
 }
 
 // A shape of at most kMaxTensorDims dimensions, stored inline (no allocation).

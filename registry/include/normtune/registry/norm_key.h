@@ -30,15 +30,16 @@ enum class Stage : uint8_t {
 inline constexpr int kNumStages = 4;
 
 // Output scaling, with TransformerEngine's NVTEScalingMode values (its INVALID = 100 is not a
-// key value).
+// key value), and normtune's MXFP4 (NVTE_NORMTUNE_MXFP4_1D_SCALING = 200 in the C API) as 5.
 enum class ScalingMode : uint8_t {
   kNone = 0,  // NVTE_DELAYED_TENSOR_SCALING: unquantized, or FP8 with one per-tensor scale
   kMxfp8_1D = 1,
   kBlock1D = 2,
   kBlock2D = 3,
   kNvfp4_1D = 4,
+  kMxfp4_1D = 5,
 };
-inline constexpr int kNumScalingModes = 5;
+inline constexpr int kNumScalingModes = 6;
 
 // Independent boolean properties of a call.
 enum KeyFlag : uint8_t {

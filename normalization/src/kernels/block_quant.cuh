@@ -1,0 +1,68 @@
+// The output stage of a block-scaled z in the kernels: from a block's max |value| its scale
+// (written) and the multiplier of its values, and the codes of a vector (fp8, or e2m1 packed
+// two per byte). The formats and their arithmetic: kernels/block_scale.h.
+#pragma once
+
+#include "kernels/block_scale.h"
+#include "kernels/norm_fwd_args.h"
+#include "kernels/vec.cuh"
+
+namespace normtune {
+
+template <typename Traits>
+struct BlockQuantizer {
+  static constexpr ScalingMode kMode = Traits::kScaling;
+  using O = typename Traits::Output;
+  static constexpr int kBlock = block_elements(kMode);
+  static_assert(kBlock > 0, "a block-scaled z");
+  static constexpr bool kFp4 = block_codes_fp4(kMode);
+
+  float s_enc = 1.f;  // NVFP4: the encode scale, and its inverse
+  float s_dec = 1.f;
+
+  __device__ __forceinline__ explicit BlockQuantizer(const FwdParams& p) {
+    if constexpr (kMode == ScalingMode::kNvfp4_1D) {
+      s_enc = nvfp4_encode_scale(p.global_amax != nullptr ? *p.global_amax : 0.f);
+      s_dec = 1.f / s_enc;
+    }
+  }
+
+  // The multiplier of a block whose max |value| is amax; its scale stored at scale offset
+  // `at` when `write`.
+  __device__ __forceinline__ float block(const FwdParams& p, float amax, int64_t at, bool write) const {
+    if constexpr (kMode == ScalingMode::kMxfp8_1D || kMode == ScalingMode::kMxfp4_1D) {
+      const uint8_t e = mx_scale_exponent(amax, kFp4 ? kFp4E2M1Max : fp8_max(Elem<O>::kDType));
+      if (write) p.block_scales[at] = e;
+      return mx_inverse_scale(e);
+    } else if constexpr (kMode == ScalingMode::kNvfp4_1D) {
+      const uint8_t code = from_float<fp8e4m3_t>(nvfp4_block_decode_scale(amax, s_enc)).bits;
+      if (write) p.block_scales[at] = code;
+      return nvfp4_block_multiplier(fp8e4m3_to_float(code), s_dec);
+    } else {
+      const float scale = fp8_block_scale(amax, fp8_max(Elem<O>::kDType));
+      if (write) reinterpret_cast<float*>(p.block_scales)[at] = fp8_block_scale_inv(scale);
+      return scale;
+    }
+  }
+
+  // The codes of kN values (already multiplied) of z from element `elem` of z on.
+  template <int kN>
+  __device__ __forceinline__ static void store_codes(const float (&y)[kN], void* z, int64_t elem) {
+    if constexpr (kFp4) {
+      static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
+      uint32_t w = 0;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(y[k]) << (4 * k);
+      uint8_t* dst = static_cast<uint8_t*>(z) + elem / 2;
+      if constexpr (kN == 8) {
+        *reinterpret_cast<uint32_t*>(dst) = w;
+      } else {
+        *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
+      }
+    } else {
+      store_floats(y, static_cast<O*>(z) + elem);
+    }
+  }
+};
+
+}  // namespace normtune

@@ -1,0 +1,145 @@
+// Block-scaled outputs of the forward (z's scaling mode), as one description: elements per
+// block, the scale's dtype and tensor shape, where a block's scale goes, and how a block's
+// scale and multiplier follow from its max |value|. Host and device code: the kernels, the
+// C API's checks and the tests' references use the same functions.
+//
+//   MXFP8 (NVTE_MXFP8_1D_SCALING): fp8 codes, an E8M0 scale per 1x32 block (mx_scale.h).
+//   MXFP4 (NVTE_NORMTUNE_MXFP4_1D_SCALING, normtune's): e2m1 codes packed two per byte, an
+//     E8M0 scale per 1x32 block: E = e8m0 of amax * (1 / 6) rounded up (the OCP MX rule of
+//     mx_scale.h with e2m1's largest value 6), codes = e2m1(value * 2^(127 - E)).
+//   NVFP4 (NVTE_NVFP4_1D_SCALING, TransformerEngine 2.18's definitions): e2m1 codes, an E4M3
+//     scale per 1x16 block and a per-tensor encode scale from the global amax (z's amax, an
+//     input: the caller's amax of this tensor, from a previous pass or step):
+//       S_enc  = 448 * 6 / global_amax (FLT_MAX at most; 1 when the amax is 0 or inf,
+//                or when there is none),
+//       S_dec  = e4m3(block_amax * (S_enc * (1 / 6))), round to nearest even, saturating,
+//       codes  = e2m1(value * min(1 / (float(S_dec) * (1 / S_enc)), FLT_MAX)).
+//     A dequantizing reader computes code * S_dec / S_enc.
+//   FP8 1x128 (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling row-wise data):
+//     fp8 codes, an fp32 scale_inv per 1x128 block, amax epsilon 0, scales not forced to
+//     powers of two (the C API's defaults):
+//       scale = fp8_max / amax (FLT_MAX at most; 1 when the amax is 0, inf or NaN),
+//       codes = fp8(value * scale),  scale_inv = 1 / scale (rounded from double).
+// Scale tensors (row-wise, for [rows, hidden] data), as TransformerEngine allocates them:
+//   MXFP8, MXFP4: e8m0 [roundup(rows, 128), roundup(hidden / 32, 4)]
+//   NVFP4:        e4m3 [roundup(rows, 128), roundup(hidden / 16, 4)]
+//     compact (row-major) or, with kNVTEWithGEMMSwizzledScales, in the 128x4 tiles of 512
+//     scales cuBLAS reads (mx_scale_offset's formula);
+//   FP8 1x128:    fp32 [hidden / 128, roundup(rows, 4)], the transpose TE calls GEMM-ready:
+//     the scale of (row, block b) at b * roundup(rows, 4) + row.
+// The padding of a scale tensor is never written. e2m1 codes: element 2i in the low nibble of
+// byte i, element 2i + 1 in the high nibble (TransformerEngine's and FlashInfer's layout).
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include <normtune/registry/norm_key.h>
+
+#include "mx_scale.h"
+
+namespace normtune {
+
+inline constexpr int kNvfp4Block = 16;
+inline constexpr int kFp8Block128 = 128;
+
+// Elements per block of a block-scaled z (0 for kNone: not block-scaled).
+constexpr int block_elements(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kMxfp8_1D:
+    case ScalingMode::kMxfp4_1D: return kMxBlock;
+    case ScalingMode::kNvfp4_1D: return kNvfp4Block;
+    case ScalingMode::kBlock1D: return kFp8Block128;
+    default: return 0;
+  }
+}
+
+constexpr bool is_block_scaled(ScalingMode m) { return block_elements(m) > 0; }
+
+// The dtype of a block's scale.
+constexpr DType block_scale_dtype(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::kNvfp4_1D: return DType::kFloat8E4M3;
+    case ScalingMode::kBlock1D: return DType::kFloat32;
+    default: return DType::kFloat8E8M0;
+  }
+}
+
+// Whether z's codes are e2m1 (else fp8).
+constexpr bool block_codes_fp4(ScalingMode m) { return m == ScalingMode::kNvfp4_1D || m == ScalingMode::kMxfp4_1D; }
+
+// The row-wise scale tensor's shape.
+constexpr int64_t block_scale_rows(ScalingMode m, int64_t rows, int64_t hidden) {
+  return m == ScalingMode::kBlock1D ? hidden / kFp8Block128 : mx_scale_rows(rows);
+}
+constexpr int64_t block_scale_cols(ScalingMode m, int64_t rows, int64_t hidden) {
+  if (m == ScalingMode::kBlock1D) return (rows + 3) / 4 * 4;
+  return (hidden / block_elements(m) + 3) / 4 * 4;
+}
+
+// Offset of the scale of (row, block) in the row-wise scale tensor.
+NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_t block, int64_t rows, int64_t hidden,
+                                              bool swizzled) {
+  if (m == ScalingMode::kBlock1D) return block * ((rows + 3) / 4 * 4) + row;
+  const int64_t cols = (hidden / block_elements(m) + 3) / 4 * 4;
+  if (!swizzled) return row * cols + block;
+  return ((row / 128) * (cols / 4) + block / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + block % 4;
+}
+
+// ---- e2m1 codes ---------------------------------------------------------------------------
+
+// float_to_fp4e2m1 (convert.h) without branches, for the kernels: round to nearest even on
+// the grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating; NaN gives 0x7 (+6), -0 and values that
+// round to zero keep their sign. The code of |x| is the number of rounding boundaries below
+// it (a boundary that is a tie goes to the even code: > or >=).
+NORMTUNE_HD_INLINE uint32_t fp4e2m1_code(float x) {
+  const bool number = x == x;
+  // NaN -> 6 (not left to fminf: the host's returns NaN for a signaling NaN).
+  const float a = number ? fminf(fabsf(x), kFp4E2M1Max) : kFp4E2M1Max;
+  const uint32_t code = static_cast<uint32_t>(a > 0.25f) + static_cast<uint32_t>(a >= 0.75f) +
+                        static_cast<uint32_t>(a > 1.25f) + static_cast<uint32_t>(a >= 1.75f) +
+                        static_cast<uint32_t>(a > 2.5f) + static_cast<uint32_t>(a >= 3.5f) +
+                        static_cast<uint32_t>(a > 5.0f);
+  const uint32_t sign = number ? (float_bits(x) >> 28) & 0x8u : 0u;
+  return sign | code;
+}
+
+// ---- NVFP4 --------------------------------------------------------------------------------
+
+inline constexpr float kNvfp4E4M3Max = 448.f;
+
+// S_enc from the global amax.
+NORMTUNE_HD_INLINE float nvfp4_encode_scale(float global_amax) {
+  const float s = fminf(kNvfp4E4M3Max * kFp4E2M1Max / global_amax, FLT_MAX);  // NaN amax: FLT_MAX
+  return global_amax == 0.f || s == 0.f ? 1.f : s;
+}
+
+// A block's E4M3 scale code, from its max |value| and S_enc. (amax * (S_enc * (1 / 6)): the
+// order of TransformerEngine's quantizer.)
+NORMTUNE_HD_INLINE float nvfp4_block_decode_scale(float block_amax, float s_enc) {
+  return fminf(block_amax * (s_enc * (1.f / kFp4E2M1Max)), FLT_MAX);
+}
+NORMTUNE_HD_INLINE uint8_t nvfp4_block_scale(float block_amax, float s_enc) {
+  return float_to_fp8e4m3(nvfp4_block_decode_scale(block_amax, s_enc));
+}
+
+// What a block's values are multiplied by before the e2m1 conversion, from its scale code
+// (decoded) and 1 / S_enc.
+NORMTUNE_HD_INLINE float nvfp4_block_multiplier(float decoded_scale, float s_dec) {
+  return fminf(1.f / (decoded_scale * s_dec), FLT_MAX);
+}
+
+// ---- FP8 with 1x128 block scales ----------------------------------------------------------
+
+// A block's scale (what its values are multiplied by) from its max |value|.
+NORMTUNE_HD_INLINE float fp8_block_scale(float amax, float fp8_max_value) {
+  if (!(amax > 0.f) || amax == INFINITY) return 1.f;  // 0, NaN, inf
+  return fminf(fp8_max_value / amax, FLT_MAX);
+}
+// 1 / scale, computed in double and rounded once to fp32 (TransformerEngine's scale_inv).
+NORMTUNE_HD_INLINE float fp8_block_scale_inv(float scale) {
+  return static_cast<float>(1.0 / static_cast<double>(scale));
+}
+
+}  // namespace normtune

@@ -1,0 +1,183 @@
+// Block-scaled outputs (normalization/src/kernels/block_scale.h): the kernels' branch-free
+// e2m1 conversion against the reference conversion, NVFP4's encode scale, block scale and
+// multiplier (TransformerEngine 2.18's arithmetic, and the bytes FlashInfer's documented
+// formulas give for a small case), FP8 1x128 block scales, and every format's scale tensor
+// shape and offsets. Host code, shared with the kernels.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "normalization/src/kernels/block_scale.h"
+
+namespace normtune {
+namespace {
+
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+// Every fp32 with |x| in [2^-4, 16) (both signs: every rounding boundary of e2m1 and the
+// saturation), then random bit patterns over the whole range and the special values.
+TEST(Fp4Code, EqualsTheReferenceConversionBitForBit) {
+  size_t checked = 0;
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t bits = 0x3D800000u; bits < 0x41800000u; ++bits) {
+      const float x = from_bits(sign | bits);
+      if (fp4e2m1_code(x) != float_to_fp4e2m1(x)) {
+        FAIL() << "x = " << x << " (bits " << std::hex << (sign | bits) << "): " << fp4e2m1_code(x) << " vs "
+               << int{float_to_fp4e2m1(x)};
+      }
+      ++checked;
+    }
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 4000000; ++i) {
+    const float x = from_bits(static_cast<uint32_t>(rng()));
+    ASSERT_EQ(fp4e2m1_code(x), float_to_fp4e2m1(x)) << x;
+  }
+  for (const float x : {0.f, -0.f, INFINITY, -INFINITY, NAN, -NAN, FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f, FLT_MAX, -FLT_MAX}) {
+    EXPECT_EQ(fp4e2m1_code(x), float_to_fp4e2m1(x)) << x;
+  }
+  EXPECT_GT(checked, 100000000u);
+  // The grid and its ties, spelled out: ties go to the even code.
+  const float x[] = {0.25f, 0.26f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f, 5.01f, 7.f, -0.1f, -3.f};
+  const uint32_t want[] = {0x0, 0x1, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x7, 0x7, 0x8, 0xD};
+  for (size_t i = 0; i < std::size(x); ++i) EXPECT_EQ(fp4e2m1_code(x[i]), want[i]) << x[i];
+  EXPECT_EQ(fp4e2m1_code(NAN), 0x7u);  // NaN: +6, as the conversion instruction
+}
+
+TEST(Nvfp4Scale, EncodeScaleFromTheGlobalAmax) {
+  EXPECT_EQ(nvfp4_encode_scale(2688.f), 1.f);
+  EXPECT_EQ(nvfp4_encode_scale(100.f), 2688.f / 100.f);
+  EXPECT_EQ(nvfp4_encode_scale(0.f), 1.f);         // no amax yet
+  EXPECT_EQ(nvfp4_encode_scale(INFINITY), 1.f);    // 2688 / inf = 0
+  EXPECT_EQ(nvfp4_encode_scale(1e-40f), FLT_MAX);  // overflow: the largest float
+  EXPECT_EQ(nvfp4_encode_scale(NAN), FLT_MAX);
+}
+
+// TransformerEngine's order: block_amax * (S_enc * (1 / 6)), rounded to E4M3 (nearest even,
+// saturating); the multiplier 1 / (float(S_dec) * (1 / S_enc)), at most FLT_MAX.
+TEST(Nvfp4Scale, BlockScaleAndMultiplier) {
+  const float s_enc = nvfp4_encode_scale(100.f);  // 26.88
+  // 10 * 26.88 / 6 = 44.8 = 2^5 * 1.4: E4M3 has 1.375 and 1.5 there: 44 (0x63).
+  EXPECT_EQ(nvfp4_block_scale(10.f, s_enc), 0x63);
+  EXPECT_EQ(fp8e4m3_to_float(0x63), 44.f);
+  const float mult = nvfp4_block_multiplier(44.f, 1.f / s_enc);
+  EXPECT_EQ(mult, 1.f / (44.f * (1.f / s_enc)));
+  EXPECT_NEAR(mult, 26.88 / 44, 1e-6);
+  // The largest block: saturated at 448; an all-zero block: scale 0, multiplier FLT_MAX (the
+  // codes of zeros stay zero).
+  EXPECT_EQ(nvfp4_block_scale(1e30f, s_enc), 0x7E);
+  EXPECT_EQ(nvfp4_block_scale(INFINITY, s_enc), 0x7E);
+  EXPECT_EQ(nvfp4_block_scale(0.f, s_enc), 0x00);
+  EXPECT_EQ(nvfp4_block_multiplier(0.f, 1.f / s_enc), FLT_MAX);
+  EXPECT_EQ(fp4e2m1_code(0.f * FLT_MAX), 0u);
+  // Every block of random values: the scaled amax lands within e2m1's range (its largest
+  // value quantizes to 6 or just below after the E4M3 rounding of the scale).
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.01f, 1000.f);
+  for (int i = 0; i < 100000; ++i) {
+    const float global = u(rng) * 4.f, amax = global * std::uniform_real_distribution<float>(0.001f, 1.f)(rng);
+    const float enc = nvfp4_encode_scale(global);
+    const uint8_t sc = nvfp4_block_scale(amax, enc);
+    const float scaled = amax * nvfp4_block_multiplier(fp8e4m3_to_float(sc), 1.f / enc);
+    ASSERT_GT(scaled, 6.f * 0.9f) << global << " " << amax;  // E4M3 rounds the scale by < 1/16
+    ASSERT_LT(scaled, 6.f * 1.1f) << global << " " << amax;
+  }
+}
+
+// A block quantized with FlashInfer's documented NVFP4 formulas (rmsnorm_fp4quant with
+// global_scale = 1: SF = e4m3(global_scale * amax / 6), values * (1 / (SF / global_scale)),
+// e2m1 round-to-nearest-even, saturating; element 2i in the low nibble): the bytes written
+// out by hand. Our functions, applied as the kernel applies them, give the same bytes.
+TEST(Nvfp4Scale, SmallCaseMatchesFlashInferFormulas) {
+  const float y[16] = {0.f, 0.25f, 0.3f, 0.75f, 1.f, 1.25f, 1.3f, 1.75f, 2.5f, 2.6f, 3.5f, 5.f, 5.1f, 6.f, -6.f, -0.5f};
+  // amax 6, global amax 2688 (S_enc = 1): SF = e4m3(6 * (1 / 6)) = 1.0 = 0x38, multiplier 1.
+  const float enc = nvfp4_encode_scale(2688.f);
+  const uint8_t sf = nvfp4_block_scale(6.f, enc);
+  EXPECT_EQ(sf, 0x38);
+  const float mult = nvfp4_block_multiplier(fp8e4m3_to_float(sf), 1.f / enc);
+  EXPECT_EQ(mult, 1.f);
+  // codes: 0 0 1 2 2 2 3 4 4 5 6 6 7 7 F 9
+  const uint8_t want[8] = {0x00, 0x21, 0x22, 0x43, 0x54, 0x66, 0x77, 0x9F};
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t lo = fp4e2m1_code(y[2 * i] * mult), hi = fp4e2m1_code(y[2 * i + 1] * mult);
+    EXPECT_EQ(static_cast<uint8_t>(lo | hi << 4), want[i]) << "byte " << i;
+    EXPECT_EQ(pack_fp4x2(float_to_fp4e2m1(y[2 * i]), float_to_fp4e2m1(y[2 * i + 1])), want[i]) << "byte " << i;
+  }
+}
+
+TEST(Fp8BlockScale, ScaleAndScaleInv) {
+  EXPECT_EQ(fp8_block_scale(448.f, 448.f), 1.f);
+  EXPECT_EQ(fp8_block_scale(1.f, 448.f), 448.f);
+  EXPECT_EQ(fp8_block_scale(3.f, 448.f), 448.f / 3.f);
+  EXPECT_EQ(fp8_block_scale(0.f, 448.f), 1.f);  // an all-zero block
+  EXPECT_EQ(fp8_block_scale(INFINITY, 448.f), 1.f);
+  EXPECT_EQ(fp8_block_scale(NAN, 448.f), 1.f);
+  EXPECT_EQ(fp8_block_scale(1e-42f, 448.f), FLT_MAX);  // fp8_max / amax overflows
+  EXPECT_EQ(fp8_block_scale(2.f, 57344.f), 28672.f);
+  EXPECT_EQ(fp8_block_scale_inv(448.f / 3.f), static_cast<float>(1.0 / static_cast<double>(448.f / 3.f)));
+  EXPECT_EQ(fp8_block_scale_inv(1.f), 1.f);
+}
+
+TEST(BlockScaleLayout, FormatsShapesAndOffsets) {
+  EXPECT_EQ(block_elements(ScalingMode::kNone), 0);
+  EXPECT_EQ(block_elements(ScalingMode::kMxfp8_1D), 32);
+  EXPECT_EQ(block_elements(ScalingMode::kMxfp4_1D), 32);
+  EXPECT_EQ(block_elements(ScalingMode::kNvfp4_1D), 16);
+  EXPECT_EQ(block_elements(ScalingMode::kBlock1D), 128);
+  EXPECT_EQ(block_elements(ScalingMode::kBlock2D), 0);  // not an output of the norms
+  EXPECT_EQ(block_scale_dtype(ScalingMode::kNvfp4_1D), DType::kFloat8E4M3);
+  EXPECT_EQ(block_scale_dtype(ScalingMode::kMxfp4_1D), DType::kFloat8E8M0);
+  EXPECT_EQ(block_scale_dtype(ScalingMode::kBlock1D), DType::kFloat32);
+  EXPECT_TRUE(block_codes_fp4(ScalingMode::kNvfp4_1D) && block_codes_fp4(ScalingMode::kMxfp4_1D));
+  EXPECT_FALSE(block_codes_fp4(ScalingMode::kMxfp8_1D) || block_codes_fp4(ScalingMode::kBlock1D));
+  // TransformerEngine's shapes for 200 x 7168.
+  EXPECT_EQ(block_scale_rows(ScalingMode::kNvfp4_1D, 200, 7168), 256);
+  EXPECT_EQ(block_scale_cols(ScalingMode::kNvfp4_1D, 200, 7168), 448);
+  EXPECT_EQ(block_scale_cols(ScalingMode::kNvfp4_1D, 200, 16 * 5), 8);  // 5 blocks, padded to 8
+  EXPECT_EQ(block_scale_rows(ScalingMode::kMxfp4_1D, 200, 7168), 256);
+  EXPECT_EQ(block_scale_cols(ScalingMode::kMxfp4_1D, 200, 7168), 224);
+  EXPECT_EQ(block_scale_rows(ScalingMode::kBlock1D, 200, 7168), 56);
+  EXPECT_EQ(block_scale_cols(ScalingMode::kBlock1D, 201, 7168), 204);
+  // MXFP8's offsets are mx_scale_offset's.
+  for (const bool sw : {false, true}) {
+    for (int64_t r : {0, 5, 127, 128, 199}) {
+      for (int64_t b : {0, 3, 4, 223}) {
+        EXPECT_EQ(block_scale_offset(ScalingMode::kMxfp8_1D, r, b, 200, 7168, sw), mx_scale_offset(r, b, 7168, sw));
+      }
+    }
+  }
+  // 1x128: the transposed [blocks, roundup(rows, 4)] tensor.
+  EXPECT_EQ(block_scale_offset(ScalingMode::kBlock1D, 5, 2, 10, 512, false), 2 * 12 + 5);
+  // Every (row, block) of a padded NVFP4 scale tensor gets its own place, compact or
+  // swizzled (the 128 x 4 tiles of 512 scales), and the swizzle is the documented formula.
+  const int64_t rows = 256, hidden = 16 * 8, cols = block_scale_cols(ScalingMode::kNvfp4_1D, rows, hidden);
+  for (const bool sw : {false, true}) {
+    std::set<int64_t> seen;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < cols; ++b) {
+        const int64_t at = block_scale_offset(ScalingMode::kNvfp4_1D, r, b, rows, hidden, sw);
+        ASSERT_GE(at, 0);
+        ASSERT_LT(at, rows * cols);
+        seen.insert(at);
+        if (sw) {
+          ASSERT_EQ(at, (r / 128) * (cols / 4) * 512 + (b / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + b % 4);
+        } else {
+          ASSERT_EQ(at, r * cols + b);
+        }
+      }
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(rows * cols));
+  }
+}
+
+}  // namespace
+}  // namespace normtune
