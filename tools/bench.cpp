@@ -27,6 +27,7 @@
 
 #include "bench_kernels.h"
 #include "measure.h"
+#include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::bench {
 
@@ -44,8 +45,11 @@ const char* const kHelp = R"(normtune bench [options]
     --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
                      scaled e4m3, scale 8, amax and scale_inv written), mxfp8 (row-wise
                      e4m3, an E8M0 scale per 32 elements, compact layout), mxfp8c (mxfp8
-                     plus the column-wise copy, an E8M0 scale per 32 rows of a column); each
-                     a pass over the shapes (the backward ops run in the `same` pass only)
+                     plus the column-wise copy, an E8M0 scale per 32 rows of a column),
+                     nvfp4 (e2m1, an E4M3 scale per 16, global amax 16), mxfp4 (e2m1, an
+                     E8M0 scale per 32), fp8b128 (e4m3, an fp32 scale per 128; the last
+                     three row-wise, compact scales); each a pass over the shapes (the
+                     backward ops run in the `same` pass only)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
@@ -58,16 +62,17 @@ const char* const kHelp = R"(normtune bench [options]
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
   of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
-  gamma, write z, residual_out, rsigma (z: FP8 a byte per element, MXFP8 plus one scale
-  byte per 32, mxfp8c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
+  gamma, write z, residual_out, rsigma (z: FP8 a byte per element, e2m1 half a byte, block
+  scales one scale each, mxfp8c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
   write dx, dgamma (+dbeta). The backward's fp32 partials (workspace, allocated outside the
   timed region) cost time but are not counted. Backward is timed as a whole (main kernel +
   finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
   reads two tensors and writes two; for a backward one that reads two (three with add) and
-  writes one. FP8 and MXFP8 z: a cast of x to fp8 e4m3 (reads x, writes a byte per element;
-  with the fused add, also writes x + residual); mxfp8c RMSNorm/LayerNorm: x read once and
-  cast to two fp8 outputs (cast8x2). mxfp8 rows also time the unfused way, the norm into
-  x's dtype then a separate row-wise MXFP8 quantization pass, and print the fused speedup.
+  writes one. FP8, MXFP8 and fp8b128 z: a cast of x to fp8 e4m3 (reads x, writes a byte per
+  element; with the fused add, also writes x + residual); nvfp4 and mxfp4: a cast to e2m1
+  (cast4: half a byte per element); mxfp8c RMSNorm/LayerNorm: x read once and cast to two
+  fp8 outputs (cast8x2). Row-wise block-scaled rows also time the unfused way, the norm into
+  x's dtype then a separate quantization pass of the format, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
 
@@ -132,7 +137,8 @@ Options parse(const std::vector<std::string_view>& args) {
       o.outs.clear();
       for (const auto& name : split(value(i), ',')) {
         ZFormat f;
-        NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name, ": expected same, fp8, mxfp8 or mxfp8c");
+        NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name,
+                       ": expected same, fp8, mxfp8, mxfp8c, nvfp4, mxfp4 or fp8b128");
         o.outs.push_back(f);
       }
     } else if (a == "--shapes") {
@@ -275,13 +281,18 @@ int run(const std::vector<std::string_view>& args) {
       };
 
       for (const ZFormat out : o.outs) {
-        if (is_mxfp8(out) && hidden % 32 != 0) {
-          std::printf("(%zux%zu: no MXFP8 pass, hidden is not a multiple of 32)\n", rows, hidden);
+        const ScalingMode mode = block_scaling_of(out);
+        const size_t block = mode == ScalingMode::kNone ? 1 : static_cast<size_t>(block_elements(mode));
+        if (hidden % block != 0) {
+          std::printf("(%zux%zu: no %s pass, hidden is not a multiple of %zu)\n", rows, hidden, z_format_name(out),
+                      block);
           continue;
         }
         const ZOutput z(out, t, rows, hidden);
-        std::unique_ptr<ZOutput> z_wide;  // MXFP8: the unfused norm's output in x's dtype
-        if (out == ZFormat::kMxfp8) z_wide = std::make_unique<ZOutput>(ZFormat::kSame, t, rows, hidden);
+        std::unique_ptr<ZOutput> z_wide;  // row-wise block-scaled: the unfused norm's output in x's dtype
+        if (mode != ScalingMode::kNone && out != ZFormat::kMxfp8Colwise) {
+          z_wide = std::make_unique<ZOutput>(ZFormat::kSame, t, rows, hidden);
+        }
         for (const OpInfo* op_ptr : o.ops) {
           const OpInfo& op = *op_ptr;
           const bool backward = is_backward(op.stage);
@@ -331,9 +342,11 @@ int run(const std::vector<std::string_view>& args) {
             base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
           } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;
-            r.base_name = with_add ? "add+cast8" : "cast8";
-            base = [&, with_add](cudaStream_t s) {
-              launch_cast_fp8(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n, dev.sm_count, s);
+            const bool fp4 = z.dtype() == DType::kFloat4E2M1;
+            r.base_name = detail::concat(with_add ? "add+" : "", fp4 ? "cast4" : "cast8");
+            base = [&, with_add, fp4](cudaStream_t s) {
+              (fp4 ? launch_cast_fp4 : launch_cast_fp8)(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n,
+                                                       dev.sm_count, s);
             };
           } else if (op.stage == Stage::kForwardAdd) {
             r.base_name = "2r2w";
@@ -359,13 +372,13 @@ int run(const std::vector<std::string_view>& args) {
           r.base = timer.time(base, o.warmup, o.reps);
           std::string unfused;
           if (z_wide) {
-            // The unfused way: the norm into x's dtype, then a separate MXFP8 quantization.
+            // The unfused way: the norm into x's dtype, then a separate quantization.
             const CallWithWorkspace wide_op = op_call(op, *z_wide);
             const Workspace wide_ws(wide_op, timer.stream());
             r.unfused_us = timer.time([&](cudaStream_t s) {
                                  wide_op(wide_ws, s);
-                                 launch_mxfp8_quantize(z_wide->data(), t, z.data(), z.block_scales(), rows, hidden,
-                                                       z.scale_cols(), dev.sm_count, s);
+                                 launch_block_quantize(mode, z_wide->data(), t, z.data(), z.block_scales(),
+                                                       z.global_amax(), rows, hidden, dev.sm_count, s);
                                }, o.warmup, o.reps).median_us;
             unfused = detail::concat("; unfused norm + quantize ", r.unfused_us, " us (fused ",
                                      r.unfused_us / r.t.median_us, "x faster)");

@@ -5,6 +5,8 @@
 #include <normtune/common/error.h>
 #include <normtune/common/numeric.h>
 
+#include "normalization/src/kernels/block_scale.h"
+
 namespace normtune::bench {
 
 namespace {
@@ -64,32 +66,89 @@ __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __rest
   }
 }
 
-// Row-wise MXFP8 e4m3 of x [rows, hidden]: per 32-element block, E = e8m0(amax / 448, round
-// up) into scales[row * scale_cols + block] (compact layout), codes fp8(x * 2^(127 - E)).
-// One block per thread, grid-stride.
+// d = e2m1 codes of a (+ b), two per byte; with b, also c = a + b in T: the bytes of a norm
+// (or a fused add) with a 4-bit z, its scales aside (1/16 or 1/32 of the codes). One 16-byte
+// vector of T per step, grid-stride.
 template <typename T>
-__global__ void mxfp8_quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ z, uint8_t* __restrict__ scales,
-                                      size_t blocks, size_t blocks_per_row, size_t scale_cols) {
-  constexpr int kBlock = 32;
+__global__ void cast_fp4_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ c,
+                                uint8_t* __restrict__ d, size_t nvec) {
   constexpr int kN = sizeof(uint4) / sizeof(T);
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < blocks;
+  using Codes = std::conditional_t<kN == 8, uint32_t, uint16_t>;
+  static_assert(2 * sizeof(Codes) == kN, "two e2m1 codes per byte");
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < nvec;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint4 in[kBlock / kN];
+    uint4 x = a[i];
+    T* xs = reinterpret_cast<T*>(&x);
+    if (b != nullptr) {
+      const uint4 y = b[i];
+      const T* ys = reinterpret_cast<const T*>(&y);
 #pragma unroll
-    for (int v = 0; v < kBlock / kN; ++v) in[v] = reinterpret_cast<const uint4*>(x + i * kBlock)[v];
-    const T* xs = reinterpret_cast<const T*>(in);
+      for (int k = 0; k < kN; ++k) xs[k] = from_float<T>(to_float(xs[k]) + to_float(ys[k]));
+      c[i] = x;
+    }
+    uint32_t w = 0;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(to_float(xs[k])) << (4 * k);
+    reinterpret_cast<Codes*>(d)[i] = static_cast<Codes>(w);
+  }
+}
+
+// A separate row-wise block quantization of x [rows, hidden] (kernels/block_scale.h: MXFP8
+// e4m3, NVFP4 with the global amax *global_amax, MXFP4, FP8 e4m3 with 1x128 blocks): codes
+// into z, scales into scales (compact layout). One block per thread, grid-stride. What an
+// unfused norm + quantization runs after the norm.
+template <typename T, ScalingMode kMode>
+__global__ void block_quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ z, uint8_t* __restrict__ scales,
+                                      const float* __restrict__ global_amax, int64_t rows, int64_t hidden) {
+  constexpr int kBlock = block_elements(kMode);
+  constexpr bool kFp4 = block_codes_fp4(kMode);
+  constexpr int kN = sizeof(uint4) / sizeof(T);
+  const int64_t blocks_per_row = hidden / kBlock, blocks = rows * blocks_per_row;
+  const float s_enc = kMode == ScalingMode::kNvfp4_1D ? nvfp4_encode_scale(global_amax ? *global_amax : 0.f) : 1.f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < blocks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4* in = reinterpret_cast<const uint4*>(x + i * kBlock);
     float amax = 0.f;
 #pragma unroll
-    for (int k = 0; k < kBlock; ++k) amax = fmaxf(amax, fabsf(to_float(xs[k])));
-    const uint8_t e = float_to_e8m0(amax * (1.f / 448.f), E8M0Rounding::kUp);
-    const float inv = exp2f(127.f - static_cast<float>(e));
-    uint4 out[2];
-    uint8_t* codes = reinterpret_cast<uint8_t*>(out);
+    for (int v = 0; v < kBlock / kN; ++v) {
+      const uint4 u = in[v];
+      const T* xs = reinterpret_cast<const T*>(&u);
 #pragma unroll
-    for (int k = 0; k < kBlock; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k]) * inv).bits;
-    reinterpret_cast<uint4*>(z + i * kBlock)[0] = out[0];
-    reinterpret_cast<uint4*>(z + i * kBlock)[1] = out[1];
-    scales[(i / blocks_per_row) * scale_cols + i % blocks_per_row] = e;
+      for (int k = 0; k < kN; ++k) amax = fmaxf(amax, fabsf(to_float(xs[k])));
+    }
+    const int64_t at = block_scale_offset(kMode, i / blocks_per_row, i % blocks_per_row, rows, hidden, false);
+    float mult;
+    if constexpr (kMode == ScalingMode::kNvfp4_1D) {
+      const uint8_t c = nvfp4_block_scale(amax, s_enc);
+      scales[at] = c;
+      mult = nvfp4_block_multiplier(fp8e4m3_to_float(c), 1.f / s_enc);
+    } else if constexpr (kMode == ScalingMode::kBlock1D) {
+      mult = fp8_block_scale(amax, kFp8E4M3Max);
+      reinterpret_cast<float*>(scales)[at] = fp8_block_scale_inv(mult);
+    } else {
+      const uint8_t e = mx_scale_exponent(amax, kFp4 ? kFp4E2M1Max : kFp8E4M3Max);
+      scales[at] = e;
+      mult = mx_inverse_scale(e);
+    }
+    // Second pass over the block (from L1/L2): the codes.
+#pragma unroll
+    for (int v = 0; v < kBlock / kN; ++v) {
+      const uint4 u = in[v];
+      const T* xs = reinterpret_cast<const T*>(&u);
+      if constexpr (kFp4) {
+        uint32_t w = 0;
+#pragma unroll
+        for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(to_float(xs[k]) * mult) << (4 * k);
+        using Codes = std::conditional_t<kN == 8, uint32_t, uint16_t>;
+        reinterpret_cast<Codes*>(z + (i * kBlock + v * kN) / 2)[0] = static_cast<Codes>(w);
+      } else {
+        uint8_t codes[kN];
+#pragma unroll
+        for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k]) * mult).bits;
+#pragma unroll
+        for (int k = 0; k < kN; ++k) z[i * kBlock + v * kN + k] = codes[k];
+      }
+    }
   }
 }
 
@@ -137,14 +196,35 @@ void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elem
   NORMTUNE_CHECK_LAUNCH();
 }
 
-void launch_mxfp8_quantize(const void* x, DType t, void* z, void* scales, size_t rows, size_t hidden,
-                           size_t scale_cols, int sm_count, cudaStream_t stream) {
-  const size_t blocks = rows * hidden / 32;
-  with_wide_type(t, "launch_mxfp8_quantize", [&](auto tag) {
+void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
+                     cudaStream_t stream) {
+  const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
+  with_wide_type(t, "launch_cast_fp4", [&](auto tag) {
+    cast_fp4_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
+        nvec);
+  });
+  NORMTUNE_CHECK_LAUNCH();
+}
+
+void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales, const float* global_amax,
+                           size_t rows, size_t hidden, int sm_count, cudaStream_t stream) {
+  NORMTUNE_CHECK(is_block_scaled(mode) && hidden % static_cast<size_t>(block_elements(mode)) == 0,
+                 "launch_block_quantize: ", scaling_mode_name(mode), " with hidden ", hidden);
+  const size_t blocks = rows * hidden / static_cast<size_t>(block_elements(mode));
+  with_wide_type(t, "launch_block_quantize", [&](auto tag) {
     using T = decltype(tag);
-    mxfp8_quantize_kernel<T><<<grid_for(blocks, sm_count), kThreads / 2, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<uint8_t*>(z), static_cast<uint8_t*>(scales), blocks, hidden / 32,
-        scale_cols);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid_for(blocks, sm_count), kThreads / 2, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<uint8_t*>(z), static_cast<uint8_t*>(scales), global_amax,
+          static_cast<int64_t>(rows), static_cast<int64_t>(hidden));
+    };
+    switch (mode) {
+      case ScalingMode::kMxfp8_1D: return launch(block_quantize_kernel<T, ScalingMode::kMxfp8_1D>);
+      case ScalingMode::kNvfp4_1D: return launch(block_quantize_kernel<T, ScalingMode::kNvfp4_1D>);
+      case ScalingMode::kMxfp4_1D: return launch(block_quantize_kernel<T, ScalingMode::kMxfp4_1D>);
+      default: return launch(block_quantize_kernel<T, ScalingMode::kBlock1D>);
+    }
   });
   NORMTUNE_CHECK_LAUNCH();
 }

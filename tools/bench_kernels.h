@@ -7,6 +7,7 @@
 
 #include <normtune/common/dtype.h>
 #include <normtune/common/platform.h>
+#include <normtune/registry/norm_key.h>
 
 namespace normtune::bench {
 
@@ -31,10 +32,16 @@ void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, si
 void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
                            cudaStream_t stream);
 
-// A separate row-wise MXFP8 e4m3 quantization of x [rows, hidden] (hidden % 32 == 0): codes
-// into z, E8M0 scales into scales (compact, scale_cols per row). What an unfused norm + MXFP8
-// would run after the norm.
-void launch_mxfp8_quantize(const void* x, DType t, void* z, void* scales, size_t rows, size_t hidden,
-                           size_t scale_cols, int sm_count, cudaStream_t stream);
+// d = e2m1 codes of a (+ b, with c = a + b), two per byte: the bytes of a norm (or fused add)
+// with a 4-bit z, its scales aside.
+void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
+                     cudaStream_t stream);
+
+// A separate row-wise block quantization of x [rows, hidden] (hidden a multiple of the
+// block; e4m3 codes for the FP8 modes): codes into z, scales into scales (compact layout;
+// NVFP4 with the global amax at global_amax). What an unfused norm + quantization runs after
+// the norm.
+void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales, const float* global_amax,
+                           size_t rows, size_t hidden, int sm_count, cudaStream_t stream);
 
 }  // namespace normtune::bench

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <normtune/common/convert.h>
 #include <normtune/common/error.h>
 #include <normtune/reference.h>
+
+#include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::bench {
 
@@ -30,7 +33,8 @@ Workspace::Workspace(const CallWithWorkspace& call, cudaStream_t stream) {
 }
 
 bool z_format_from_name(std::string_view name, ZFormat* out) {
-  for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8, ZFormat::kMxfp8Colwise}) {
+  for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8, ZFormat::kMxfp8Colwise, ZFormat::kNvfp4,
+                          ZFormat::kMxfp4, ZFormat::kFp8Block}) {
     if (name == z_format_name(f)) {
       *out = f;
       return true;
@@ -45,8 +49,22 @@ const char* z_format_name(ZFormat f) {
     case ZFormat::kFp8: return "fp8";
     case ZFormat::kMxfp8: return "mxfp8";
     case ZFormat::kMxfp8Colwise: return "mxfp8c";
+    case ZFormat::kNvfp4: return "nvfp4";
+    case ZFormat::kMxfp4: return "mxfp4";
+    case ZFormat::kFp8Block: return "fp8b128";
   }
   return "?";
+}
+
+ScalingMode block_scaling_of(ZFormat f) {
+  switch (f) {
+    case ZFormat::kMxfp8:
+    case ZFormat::kMxfp8Colwise: return ScalingMode::kMxfp8_1D;
+    case ZFormat::kNvfp4: return ScalingMode::kNvfp4_1D;
+    case ZFormat::kMxfp4: return ScalingMode::kMxfp4_1D;
+    case ZFormat::kFp8Block: return ScalingMode::kBlock1D;
+    default: return ScalingMode::kNone;
+  }
 }
 
 namespace {
@@ -63,7 +81,17 @@ std::vector<double> download(const void* dev, DType t, size_t offset, size_t n) 
 }
 
 NVTETensor z_handle(ZFormat f) {
-  return nvte_create_tensor(is_mxfp8(f) ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
+  switch (block_scaling_of(f)) {
+    case ScalingMode::kMxfp8_1D: return nvte_create_tensor(NVTE_MXFP8_1D_SCALING);
+    case ScalingMode::kNvfp4_1D: return nvte_create_tensor(NVTE_NVFP4_1D_SCALING);
+    case ScalingMode::kMxfp4_1D: return nvte_create_tensor(NVTE_NORMTUNE_MXFP4_1D_SCALING);
+    case ScalingMode::kBlock1D: return nvte_create_tensor(NVTE_BLOCK_SCALING_1D);
+    default: return nvte_create_tensor(NVTE_DELAYED_TENSOR_SCALING);
+  }
+}
+DType z_dtype(ZFormat f, DType input) {
+  if (f == ZFormat::kSame) return input;
+  return block_codes_fp4(block_scaling_of(f)) ? DType::kFloat4E2M1 : DType::kFloat8E4M3;
 }
 void set_param(NVTETensor h, NVTETensorParam param, void* p, std::vector<size_t> shape, DType t) {
   const NVTEBasicTensor b{p, static_cast<NVTEDType>(t), nvte_make_shape(shape.data(), shape.size())};
@@ -78,7 +106,7 @@ float read_float(const DeviceMem& m) {
 
 ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
     : format_(format),
-      dtype_(format == ZFormat::kSame ? input : DType::kFloat8E4M3),
+      dtype_(z_dtype(format, input)),
       rows_(rows),
       hidden_(hidden),
       data_(dtype_storage_bytes(dtype_, rows * hidden)),
@@ -93,13 +121,20 @@ ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
     set_param(handle_, kNVTEScale, scale_->ptr, {1}, DType::kFloat32);
     set_param(handle_, kNVTEAmax, amax_->ptr, {1}, DType::kFloat32);
     set_param(handle_, kNVTERowwiseScaleInv, scale_inv_->ptr, {1}, DType::kFloat32);
-  } else if (is_mxfp8(format)) {
+  } else if (const ScalingMode mode = block_scaling_of(format); mode != ScalingMode::kNone) {
     // TransformerEngine's padded row-wise scale shape, compact layout.
-    NORMTUNE_CHECK(hidden % kMxBlockSize == 0, "MXFP8 z: hidden ", hidden, " is not a multiple of 32");
-    scale_cols_ = round_up(hidden / kMxBlockSize, 4);
-    const size_t scale_rows = round_up(rows, 128);
-    block_scales_ = std::make_unique<DeviceMem>(scale_rows * scale_cols_);
-    set_param(handle_, kNVTERowwiseScaleInv, block_scales_->ptr, {scale_rows, scale_cols_}, DType::kFloat8E8M0);
+    const size_t block = static_cast<size_t>(block_elements(mode));
+    NORMTUNE_CHECK(hidden % block == 0, z_format_name(format), " z: hidden ", hidden, " is not a multiple of ", block);
+    scale_rows_ = static_cast<size_t>(block_scale_rows(mode, static_cast<int64_t>(rows), static_cast<int64_t>(hidden)));
+    scale_cols_ = static_cast<size_t>(block_scale_cols(mode, static_cast<int64_t>(rows), static_cast<int64_t>(hidden)));
+    const DType sdtype = block_scale_dtype(mode);
+    block_scales_ = std::make_unique<DeviceMem>(dtype_storage_bytes(sdtype, scale_rows_ * scale_cols_));
+    set_param(handle_, kNVTERowwiseScaleInv, block_scales_->ptr, {scale_rows_, scale_cols_}, sdtype);
+    if (mode == ScalingMode::kNvfp4_1D) {  // the global amax, read
+      amax_ = std::make_unique<DeviceMem>(sizeof(float));
+      NORMTUNE_CUDA_CHECK(cudaMemcpy(amax_->ptr, &kNvfp4GlobalAmax, sizeof(float), cudaMemcpyHostToDevice));
+      set_param(handle_, kNVTEAmax, amax_->ptr, {1}, DType::kFloat32);
+    }
     if (format == ZFormat::kMxfp8Colwise) {
       // Column-wise: data of the row-wise shape, scales [roundup(ceil(rows / 32), 4), roundup(hidden, 128)].
       colwise_scale_rows_ = round_up((rows + kMxBlockSize - 1) / kMxBlockSize, 4);
@@ -120,8 +155,9 @@ size_t ZOutput::data_bytes() const {
 }
 
 size_t ZOutput::scale_bytes() const {
-  if (!is_mxfp8(format_)) return 0;
-  const size_t rowwise = rows_ * hidden_ / kMxBlockSize;
+  const ScalingMode mode = block_scaling_of(format_);
+  if (mode == ScalingMode::kNone) return 0;
+  const size_t rowwise = dtype_storage_bytes(block_scale_dtype(mode), rows_ * hidden_ / block_elements(mode));
   return rowwise + (format_ == ZFormat::kMxfp8Colwise ? (rows_ + kMxBlockSize - 1) / kMxBlockSize * hidden_ : 0);
 }
 
@@ -132,10 +168,13 @@ void ZOutput::poison(cudaStream_t stream) const {
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(colwise_scales_->ptr, 0xFF, colwise_scale_rows_ * colwise_scale_cols_, stream));
   }
   if (block_scales_) {
-    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(block_scales_->ptr, 0xFF, round_up(rows_, 128) * scale_cols_, stream));
+    const size_t bytes = dtype_storage_bytes(block_scale_dtype(block_scaling_of(format_)), scale_rows_ * scale_cols_);
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(block_scales_->ptr, 0xFF, bytes, stream));
   }
   if (scale_inv_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(scale_inv_->ptr, 0xFF, sizeof(float), stream));
-  if (amax_) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(amax_->ptr, 0, sizeof(float), stream));  // a running max: zeroed
+  if (format_ == ZFormat::kFp8) {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(amax_->ptr, 0, sizeof(float), stream));  // a running max: zeroed
+  }
 }
 
 uint8_t ZOutput::block_exponent(size_t col) const { return host_scales_.at(col / kMxBlockSize); }
@@ -153,6 +192,32 @@ std::vector<double> ZOutput::row(size_t r) const {
     NORMTUNE_CUDA_CHECK(cudaMemcpy(host_scales_.data(), static_cast<const uint8_t*>(block_scales_->ptr) + r * scale_cols_,
                                    scale_cols_, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < hidden_; ++i) v[i] *= e8m0_to_float(host_scales_[i / kMxBlockSize]);
+  } else if (const ScalingMode mode = block_scaling_of(format_); mode != ScalingMode::kNone) {
+    // Each block's decode scale: 2^(E - 127) (MXFP4), float(E4M3) / S_enc (NVFP4), or the
+    // fp32 scale_inv of the transposed 1x128 tensor.
+    const size_t block = static_cast<size_t>(block_elements(mode)), blocks = hidden_ / block;
+    const DType sdtype = block_scale_dtype(mode);
+    const size_t width = dtype_storage_bytes(sdtype, 1);
+    const float s_enc = nvfp4_encode_scale(kNvfp4GlobalAmax);
+    host_units_.resize(blocks);
+    for (size_t b = 0; b < blocks; ++b) {
+      const auto at = static_cast<size_t>(block_scale_offset(mode, static_cast<int64_t>(r), static_cast<int64_t>(b),
+                                                             static_cast<int64_t>(rows_), static_cast<int64_t>(hidden_),
+                                                             false));
+      uint8_t raw[4] = {};
+      NORMTUNE_CUDA_CHECK(cudaMemcpy(raw, static_cast<const uint8_t*>(block_scales_->ptr) + at * width, width,
+                                     cudaMemcpyDeviceToHost));
+      switch (mode) {
+        case ScalingMode::kMxfp4_1D: host_units_[b] = e8m0_to_float(raw[0]); break;
+        case ScalingMode::kNvfp4_1D: host_units_[b] = fp8e4m3_to_float(raw[0]) / static_cast<double>(s_enc); break;
+        default: {
+          float f;
+          std::memcpy(&f, raw, sizeof f);
+          host_units_[b] = f;
+        }
+      }
+    }
+    for (size_t i = 0; i < hidden_; ++i) v[i] *= host_units_[i / block];
   }
   return v;
 }
@@ -181,6 +246,15 @@ double ZOutput::tolerance(double want, size_t col) const {
     case ZFormat::kMxfp8:
     case ZFormat::kMxfp8Colwise:
       return std::fabs(want) / 8 + std::ldexp(1.0, -9) * e8m0_to_float(host_scales_[col / kMxBlockSize]) + 1e-5;
+    // e2m1: codes 0.5 apart below 2, 2 apart above 4 (a code is within a quarter of the
+    // value, one code either side of the nearest, the largest within 6.25% from the E4M3
+    // rounding of NVFP4's scale); 0.5 x the unit near zero.
+    case ZFormat::kNvfp4:
+    case ZFormat::kMxfp4: {
+      const double unit = host_units_[col / static_cast<size_t>(block_elements(block_scaling_of(format_)))];
+      return std::fabs(want) / 3 + 0.5 * unit + 1e-5;
+    }
+    case ZFormat::kFp8Block: return std::fabs(want) / 8 + std::ldexp(1.0, -9) * host_units_[col / 128] + 1e-5;
   }
   return 0;
 }

@@ -50,12 +50,17 @@ class Workspace {
 };
 
 // What a forward call writes as z: x's dtype, per-tensor-scaled FP8 e4m3 (scale kFp8Scale;
-// amax and scale_inv written too), MXFP8 e4m3 row-wise with compact E8M0 scales, or MXFP8
-// e4m3 row-wise and column-wise (32x1 blocks), both with compact scales.
-enum class ZFormat { kSame, kFp8, kMxfp8, kMxfp8Colwise };
+// amax and scale_inv written too), MXFP8 e4m3 row-wise with compact E8M0 scales, MXFP8 e4m3
+// row-wise and column-wise (32x1 blocks), both with compact scales; NVFP4 (global amax
+// kNvfp4GlobalAmax), MXFP4 and 1x128-block FP8 e4m3, row-wise with compact scales.
+enum class ZFormat { kSame, kFp8, kMxfp8, kMxfp8Colwise, kNvfp4, kMxfp4, kFp8Block };
 inline constexpr float kFp8Scale = 8.f;
-bool z_format_from_name(std::string_view name, ZFormat* out);  // "same", "fp8", "mxfp8", "mxfp8c"
+inline constexpr float kNvfp4GlobalAmax = 16.f;
+// "same", "fp8", "mxfp8", "mxfp8c", "nvfp4", "mxfp4", "fp8b128"
+bool z_format_from_name(std::string_view name, ZFormat* out);
 inline bool is_mxfp8(ZFormat f) { return f == ZFormat::kMxfp8 || f == ZFormat::kMxfp8Colwise; }
+// z's block scaling (kNone for same and fp8).
+ScalingMode block_scaling_of(ZFormat f);
 const char* z_format_name(ZFormat f);
 
 // z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor.
@@ -69,19 +74,20 @@ class ZOutput {
   ZFormat format() const { return format_; }
   DType dtype() const { return dtype_; }
   void* data() const { return data_.ptr; }
-  void* block_scales() const { return block_scales_ ? block_scales_->ptr : nullptr; }  // MXFP8
+  void* block_scales() const { return block_scales_ ? block_scales_->ptr : nullptr; }  // block-scaled
+  const float* global_amax() const { return amax_ ? static_cast<const float*>(amax_->ptr) : nullptr; }  // NVFP4
   size_t scale_cols() const { return scale_cols_; }
   void* colwise_data() const { return colwise_data_ ? colwise_data_->ptr : nullptr; }  // MXFP8 column-wise
   // Bytes of the data the call writes (MXFP8 with column-wise data: both copies).
   size_t data_bytes() const;
-  // Bytes the call writes besides the data (MXFP8: one scale per 32 elements).
+  // Bytes the call writes besides the data (one scale per block).
   size_t scale_bytes() const;
   // Every output byte set to 0xFF (NaN in every format) and amax to 0 (the caller zeroes
   // TransformerEngine's running max), on the stream.
   void poison(cudaStream_t stream) const;
-  // Row r, dequantized (code x scale_inv, or x the block's 2^(E - 127)), and the tolerance of
-  // each of its elements against the fp64 value `want`: the format's rounding (one code
-  // either side: an fp32 value next to a rounding midpoint) plus fp32 error.
+  // Row r, dequantized (code x scale_inv, or x its block's scale), and the tolerance of each
+  // of its elements against the fp64 value `want`: the format's rounding (one code either
+  // side: an fp32 value next to a rounding midpoint) plus fp32 error.
   std::vector<double> row(size_t r) const;
   double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
@@ -96,11 +102,12 @@ class ZOutput {
  private:
   ZFormat format_;
   DType dtype_;
-  size_t rows_, hidden_, scale_cols_ = 0;
+  size_t rows_, hidden_, scale_rows_ = 0, scale_cols_ = 0;
   DeviceMem data_;
   std::unique_ptr<DeviceMem> scale_, amax_, scale_inv_, block_scales_, colwise_data_, colwise_scales_;
   size_t colwise_scale_rows_ = 0, colwise_scale_cols_ = 0;
   mutable std::vector<uint8_t> host_scales_;
+  mutable std::vector<double> host_units_;  // row() of a block-scaled z: each block's decode scale
   NVTETensor handle_;
 };
 

@@ -22,6 +22,7 @@
 #include <normtune/tuning.h>
 
 #include "measure.h"
+#include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::tune {
 
@@ -35,9 +36,9 @@ const char* const kHelp = R"(normtune tune [options]
                      rmsnorm_bwd,layernorm_bwd,rmsnorm_bwd_add (backward)
     --dtypes LIST    bf16,fp16,fp32 (default bf16)
     --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
-                     scaled e4m3: the lines for an fp8e4m3 otype), mxfp8 (row-wise MXFP8
-                     e4m3: NORMTUNE_TUNED_SCALED lines, staged layouts only, whole 32-element
-                     blocks per group of lanes)
+                     scaled e4m3: the lines for an fp8e4m3 otype), mxfp8, nvfp4, mxfp4,
+                     fp8b128 (row-wise block-scaled z, as in bench: NORMTUNE_TUNED_SCALED
+                     lines, staged layouts only, whole blocks per group of lanes)
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
@@ -61,8 +62,6 @@ std::vector<std::string> split(std::string_view s) {
     start = end + 1;
   }
 }
-
-constexpr int kMxfp8Block = 32;  // elements per MXFP8 scale
 
 struct Problem {
   DType t;
@@ -206,7 +205,7 @@ int run(const std::vector<std::string_view>& args) {
         bench::ZFormat f;
         // (Column-wise MXFP8 takes its own row-tile kernels: no table lines.)
         NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && f != bench::ZFormat::kMxfp8Colwise, "tune: --out ",
-                       name, ": expected same, fp8 or mxfp8");
+                       name, ": expected same, fp8, mxfp8, nvfp4, mxfp4 or fp8b128");
         outs.push_back(f);
       }
     } else if (args[i] == "--hidden") {
@@ -283,10 +282,11 @@ int run(const std::vector<std::string_view>& args) {
         // fp64 reference is the one printed.
         std::vector<std::pair<double, FwdPlan>> timed;
         const int max_cluster = dev.supports_clusters ? clusters : 1;
-        const bool mx = out == bench::ZFormat::kMxfp8;
+        const ScalingMode scaling = bench::block_scaling_of(out);
         for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size, max_cluster)) {
-          // MXFP8 z: the staged layouts whose groups hold whole 32-element blocks.
-          if (mx && (plan.layout != FwdLayout::kStaged || plan.threads_per_row % (kMxfp8Block / vec) != 0)) {
+          // Block-scaled z: the staged layouts whose groups hold whole blocks.
+          if (scaling != ScalingMode::kNone &&
+              (plan.layout != FwdLayout::kStaged || plan.threads_per_row % std::max(block_elements(scaling) / vec, 1) != 0)) {
             continue;
           }
           // With an override set, forward calls run the general kernel with that plan. A
@@ -317,7 +317,7 @@ int run(const std::vector<std::string_view>& args) {
             },
             detail::concat(op.name, " ", dname, " ", hidden, " z ", bench::z_format_name(out)));
         set_forward_plan_override(nullptr);
-        print_line(op, Problem{t, hz.dtype(), mx ? ScalingMode::kMxfp8_1D : ScalingMode::kNone, dname, hidden, rows},
+        print_line(op, Problem{t, hz.dtype(), scaling, dname, hidden, rows},
                    best, best_us, dev, date);
       }
       }  // outs
