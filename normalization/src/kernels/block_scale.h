@@ -91,18 +91,22 @@ NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_
 
 // float_to_fp4e2m1 (convert.h) without branches, for the kernels: round to nearest even on
 // the grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating; NaN gives 0x7 (+6), -0 and values that
-// round to zero keep their sign. The code of |x| is the number of rounding boundaries below
-// it (a boundary that is a tie goes to the even code: > or >=).
+// round to zero keep their sign. Hopper has no e2m1 conversion instruction; this is six
+// arithmetic instructions for the magnitude. |x| goes onto a uniform grid whose integers are
+// the codes: the concave t = min(2|x|, |x| + 2, |x| / 2 + 4, 7) (codes 0.5 apart below 2, 1
+// apart below 4, 2 above). Each line is rounded to an integer inside its fused multiply-add
+// by the 2^23 added to it (nearest even: a code's parity is its mantissa bit's, so e2m1's
+// ties go the same way), and the min is taken of the rounded lines (rounding is monotonic,
+// so that is the rounded min), as integers (positive floats order as their bits; a NaN's
+// bits are above every number's, so NaN gives 7). The code is then the low 3 bits.
 NORMTUNE_HD_INLINE uint32_t fp4e2m1_code(float x) {
-  const bool number = x == x;
-  // NaN -> 6 (not left to fminf: the host's returns NaN for a signaling NaN).
-  const float a = number ? fminf(fabsf(x), kFp4E2M1Max) : kFp4E2M1Max;
-  const uint32_t code = static_cast<uint32_t>(a > 0.25f) + static_cast<uint32_t>(a >= 0.75f) +
-                        static_cast<uint32_t>(a > 1.25f) + static_cast<uint32_t>(a >= 1.75f) +
-                        static_cast<uint32_t>(a > 2.5f) + static_cast<uint32_t>(a >= 3.5f) +
-                        static_cast<uint32_t>(a > 5.0f);
-  const uint32_t sign = number ? (float_bits(x) >> 28) & 0x8u : 0u;
-  return sign | code;
+  constexpr float kMagic = 8388608.f;  // 2^23: its ulp is 1
+  const float a = fabsf(x);
+  const uint32_t lo = float_bits(fmaf(a, 2.f, kMagic)), mid = float_bits(a + (kMagic + 2.f)),
+                 hi = float_bits(fmaf(a, 0.5f, kMagic + 4.f));
+  const uint32_t t = detail::min_u32(detail::min_u32(lo, mid), detail::min_u32(hi, float_bits(kMagic + 7.f)));
+  const uint32_t sign = x == x ? (float_bits(x) >> 28) & 0x8u : 0u;
+  return (t & 0x7u) | sign;
 }
 
 // ---- NVFP4 --------------------------------------------------------------------------------
