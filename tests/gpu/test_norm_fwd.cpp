@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -1138,12 +1139,14 @@ struct BlockCase {
   bool swizzled;
   bool zero_centered;
   enum class Amax { kNone, kFromData, kOne } amax = Amax::kNone;  // NVFP4's global amax
+  size_t nan_row = SIZE_MAX;  // a row whose x holds a NaN (its outputs are NaN)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
                           hidden, " ", dtype_name(t), " -> ", scaling_mode_name(mode), " ", dtype_name(o),
                           swizzled ? " swizzled" : " compact", zero_centered ? " zero-centered" : "",
-                          amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "");
+                          amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "",
+                          nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string());
   }
 };
 
@@ -1174,14 +1177,16 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
   const size_t n = k.rows * k.hidden;
   const bool ln = k.norm == NormType::kLayerNorm;
   const DType f32 = DType::kFloat32;
-  const HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0),
-                  res = random_array(k.t, n, seed + 1), g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
+  HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0);
+  const HostArray res = random_array(k.t, n, seed + 1),
+                  g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
                   b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
+  if (k.nan_row < k.rows) x.set(k.nan_row * k.hidden + k.hidden / 3, std::nan(""));
   BlockRun r;
   r.want = reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
   if (k.amax == BlockCase::Amax::kFromData) {
     double amax = 0;
-    for (double v : r.want.z) amax = std::max(amax, std::fabs(v));
+    for (double v : r.want.z) amax = std::isnan(v) ? amax : std::max(amax, std::fabs(v));
     r.global_amax = static_cast<float>(amax);
   } else if (k.amax == BlockCase::Amax::kOne) {
     r.global_amax = 1.f;
@@ -1311,7 +1316,7 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
         const double target = r.want.z[i] * mult;
         code.set(0, target);
         const double ref = code.get(0), got = r.z.get(i);
-        if (got == ref) continue;
+        if (got == ref || (std::isnan(got) && std::isnan(ref))) continue;  // (fp8 NaN for a NaN value)
         if (midpoint_straddle(got, ref, target, mult)) {
           ++tally.flips;
         } else if (++tally.wrong <= 5) {
@@ -1390,6 +1395,45 @@ TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
                              BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 201, 7168, false, false}}) {
     SCOPED_TRACE(k.describe());
     expect_block_output(k, run_block(k, 79));
+  }
+}
+
+// A NaN in x makes its row's values NaN (rsigma, mu too), and only that row: a NaN does not
+// enter its block's amax (so the row's blocks get the scale of an all-zero block: E8M0 0,
+// E4M3 0, a 1x128 scale_inv of 1), and its code is +6 (0x7) in e2m1, NaN (0x7F) in e4m3
+// (kernels/block_scale.h). The other rows as without it (expect_block_output).
+TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
+  const DType f4 = DType::kFloat4E2M1, e4 = DType::kFloat8E4M3, bf = DType::kBFloat16;
+  using A = BlockCase::Amax;
+  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, f4, ScalingMode::kNvfp4_1D, 7, 2048, false, false,
+                                       A::kFromData, 2},
+                             BlockCase{NormType::kLayerNorm, false, bf, f4, ScalingMode::kMxfp4_1D, 7, 2048, true, false,
+                                       A::kNone, 2},
+                             BlockCase{NormType::kRMSNorm, true, bf, e4, ScalingMode::kBlock1D, 7, 2048, false, false,
+                                       A::kNone, 2}}) {
+    SCOPED_TRACE(k.describe());
+    const BlockRun r = run_block(k, 83);
+    expect_block_output(k, r);
+    const size_t block = static_cast<size_t>(block_elements(k.mode));
+    for (size_t i = k.nan_row * k.hidden; i < (k.nan_row + 1) * k.hidden; ++i) {
+      if (k.o == f4) {
+        ASSERT_EQ(r.z.get(i), 6.0) << i;
+      } else {
+        ASSERT_TRUE(std::isnan(r.z.get(i))) << i;
+      }
+    }
+    for (size_t blk = 0; blk < k.hidden / block; ++blk) {
+      const auto at = static_cast<size_t>(block_scale_offset(k.mode, static_cast<int64_t>(k.nan_row),
+                                                             static_cast<int64_t>(blk), static_cast<int64_t>(k.rows),
+                                                             static_cast<int64_t>(k.hidden), k.swizzled));
+      if (k.mode == ScalingMode::kBlock1D) {
+        float s;
+        std::memcpy(&s, r.scales.raw.data() + 4 * at, 4);
+        EXPECT_EQ(s, 1.f) << blk;
+      } else {
+        EXPECT_EQ(r.scales.raw[at], 0) << blk;
+      }
+    }
   }
 }
 

@@ -29,6 +29,9 @@
 //     the scale of (row, block b) at b * roundup(rows, 4) + row.
 // The padding of a scale tensor is never written. e2m1 codes: element 2i in the low nibble of
 // byte i, element 2i + 1 in the high nibble (TransformerEngine's and FlashInfer's layout).
+// NaN values (a NaN in x makes its whole row NaN): they do not enter their block's amax (a
+// block of them gets an all-zero block's scale: E8M0 0, E4M3 0, scale_inv 1), and their
+// code is +6 (0x7) in e2m1 (which has no NaN), NaN (0x7F) in fp8.
 #pragma once
 
 #include <cfloat>
