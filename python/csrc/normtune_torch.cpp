@@ -46,6 +46,7 @@ NVTEDType nvte_dtype(at::ScalarType t) {
     case at::ScalarType::Float8_e4m3fn: return kNVTEFloat8E4M3;
     case at::ScalarType::Float8_e5m2: return kNVTEFloat8E5M2;
     case at::ScalarType::Float8_e8m0fnu: return kNVTEFloat8E8M0;
+    case at::ScalarType::Float4_e2m1fn_x2: return kNVTEFloat4E2M1;  // (a handle's dims count elements)
     default: TORCH_CHECK(false, "normtune: dtype ", t, " is not supported (fp32, fp16 or bf16)");
   }
 }
@@ -85,11 +86,22 @@ class Handle {
       const NVTEBasicTensor none{nullptr, kNVTEFloat32, normtune_make_shape(&extent, 1)};
       normtune_set_tensor_param_v2(h_, p, &none, sizeof(none));
     }
+    if (swizzled_) {
+      const uint8_t off = 0;
+      normtune_set_tensor_param_v2(h_, kNVTEWithGEMMSwizzledScales, &off, sizeof(off));
+    }
     pool(mode_).free.push_back(h_);
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   operator NVTETensor() const { return h_; }
+
+  // kNVTEWithGEMMSwizzledScales (put back to false when the handle goes back to its pool).
+  void set_swizzled(bool on) {
+    const uint8_t v = on ? 1 : 0;
+    normtune_set_tensor_param_v2(h_, kNVTEWithGEMMSwizzledScales, &v, sizeof(v));
+    swizzled_ = on;
+  }
 
   // Another buffer of the tensor: kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv,
   // kNVTEColumnwiseData or kNVTEColumnwiseScaleInv (cleared again when the handle goes back).
@@ -107,8 +119,15 @@ class Handle {
     }
   };
   static Pool& pool(NVTEScalingMode mode) {
-    thread_local Pool pools[2];  // NVTE_DELAYED_TENSOR_SCALING, NVTE_MXFP8_1D_SCALING
-    return pools[mode == NVTE_MXFP8_1D_SCALING ? 1 : 0];
+    // One pool per scaling mode a handle is created with.
+    thread_local Pool pools[5];
+    switch (mode) {
+      case NVTE_MXFP8_1D_SCALING: return pools[1];
+      case NVTE_BLOCK_SCALING_1D: return pools[2];
+      case NVTE_NORMTUNE_MXFP4_1D_SCALING: return pools[3];
+      case NVTE_NVFP4_1D_SCALING: return pools[4];
+      default: return pools[0];
+    }
   }
   static NVTETensor acquire(NVTEScalingMode mode) {
     std::vector<NVTETensor>& free = pool(mode).free;
@@ -120,6 +139,7 @@ class Handle {
   NVTEScalingMode mode_;
   NVTETensor h_;
   unsigned extras_ = 0;
+  bool swizzled_ = false;
 };
 
 // What every kernel call shares: the checks of x and the weight, the [rows, H] view, the
@@ -427,8 +447,28 @@ enum class NormOp { kRms, kLayer, kRmsAdd };
 // 32 rows of a column, [roundup(ceil(rows / 32), 4), roundup(H, 128)]); kAmax: a
 // high-precision y (x's dtype) and the amax of its rounded values (TransformerEngine's norm +
 // amax, for current scaling).
-enum class Quant { kFp8, kMxfp8, kAmax, kMxfp8Colwise };
+// kBlock: the other row-wise block scalings (QuantCall::block says which): NVFP4 (y e2m1 as
+// torch.float4_e2m1fn_x2 [..., H / 2], E4M3 scales [roundup(rows, 128), roundup(H / 16, 4)],
+// the global amax an optional input), MXFP4 (E8M0 scales per 32, shaped as MXFP8's), FP8 with
+// 1x128 blocks (fp32 scale_inv [H / 128, roundup(rows, 4)], TransformerEngine's transposed
+// layout); NVFP4 and MXFP4 scales compact or GEMM-swizzled.
+enum class Quant { kFp8, kMxfp8, kAmax, kMxfp8Colwise, kBlock };
 bool is_mx(Quant q) { return q == Quant::kMxfp8 || q == Quant::kMxfp8Colwise; }
+
+enum class Block { kNone, kNvfp4, kMxfp4, kFp8Block128 };
+Block block_format(const char* op, c10::string_view name) {
+  if (name == "nvfp4") return Block::kNvfp4;
+  if (name == "mxfp4") return Block::kMxfp4;
+  if (name == "fp8_block128") return Block::kFp8Block128;
+  TORCH_CHECK(false, "normtune.", op, ": format must be 'nvfp4', 'mxfp4' or 'fp8_block128', got '", name, "'");
+}
+int64_t block_size(Block b) { return b == Block::kNvfp4 ? 16 : b == Block::kMxfp4 ? 32 : 128; }
+bool block_fp4(Block b) { return b == Block::kNvfp4 || b == Block::kMxfp4; }
+NVTEScalingMode block_mode(Block b) {
+  return b == Block::kNvfp4   ? NVTE_NVFP4_1D_SCALING
+         : b == Block::kMxfp4 ? NVTE_NORMTUNE_MXFP4_1D_SCALING
+                              : NVTE_BLOCK_SCALING_1D;
+}
 
 struct QuantOutputs {
   Tensor y, scales, y_colwise, colwise_scales, residual_out, mu, rsigma, amax, scale_inv;
@@ -446,8 +486,11 @@ struct QuantCall {
   const Tensor* bias;
   const Tensor* scale;
   double eps;
-  at::ScalarType out_dtype;  // kAmax: x's dtype
+  at::ScalarType out_dtype;  // kAmax: x's dtype; kBlock: fp8 (1x128) or Float4_e2m1fn_x2
   bool zcg;
+  Block block = Block::kNone;              // kBlock
+  const Tensor* global_amax = nullptr;     // kBlock NVFP4 (optional)
+  bool swizzled = false;                   // kBlock NVFP4 / MXFP4
 };
 
 void check_fp8_dtype(const char* op, at::ScalarType t) {
@@ -458,7 +501,20 @@ void check_fp8_dtype(const char* op, at::ScalarType t) {
 // The checks every quantized op shares (CUDA and Meta): shapes, the FP8 dtype, the scale.
 void check_quant_args(const QuantCall& q) {
   check_shapes(q.op, q.x, q.weight);
-  if (q.quant != Quant::kAmax) check_fp8_dtype(q.op, q.out_dtype);
+  if (q.quant != Quant::kAmax && !(q.quant == Quant::kBlock && block_fp4(q.block))) check_fp8_dtype(q.op, q.out_dtype);
+  if (q.quant == Quant::kBlock) {
+    const int64_t block = block_size(q.block);
+    TORCH_CHECK(q.x.sym_size(-1) % block == 0, "normtune.", q.op, ": the last dim of x (", q.x.sym_size(-1),
+                ") must be a multiple of ", block, " (the format's blocks)");
+    TORCH_CHECK(!(q.swizzled && q.block == Block::kFp8Block128), "normtune.", q.op,
+                ": fp8_block128 scales have one layout (swizzled=False)");
+    if (q.global_amax != nullptr) {
+      TORCH_CHECK(q.block == Block::kNvfp4, "normtune.", q.op, ": global_amax belongs to the nvfp4 format");
+      TORCH_CHECK(q.global_amax->scalar_type() == at::kFloat && q.global_amax->sym_numel() == 1, "normtune.", q.op,
+                  ": global_amax must be one fp32 value, got ", q.global_amax->scalar_type(), " of shape ",
+                  dims_str(q.global_amax->sym_sizes()));
+    }
+  }
   if (q.residual != nullptr) {
     TORCH_CHECK(q.residual->sym_sizes() == q.x.sym_sizes() && q.residual->scalar_type() == q.x.scalar_type(),
                 "normtune.", q.op, ": residual must have x's shape and dtype (", dims_str(q.x.sym_sizes()), ", ",
@@ -486,10 +542,30 @@ std::vector<c10::SymInt> mx_colwise_scale_shape(const Tensor& x) {
   return {((sym_rows(x) + 31) / 32 + 3) / 4 * 4, (x.sym_size(-1) + 127) / 128 * 128};
 }
 
+// The row-wise scales of a kBlock format for x.
+std::vector<c10::SymInt> block_scale_shape(Block b, const Tensor& x) {
+  if (b == Block::kFp8Block128) return {x.sym_size(-1) / 128, (sym_rows(x) + 3) / 4 * 4};
+  return {(sym_rows(x) + 127) / 128 * 128, (x.sym_size(-1) / block_size(b) + 3) / 4 * 4};
+}
+
 // The outputs of a quantized call, like x (on its device, or the meta device).
 QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   QuantOutputs o;
-  o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
+  if (q.quant == Quant::kBlock && block_fp4(q.block)) {
+    std::vector<c10::SymInt> packed(x.sym_sizes().begin(), x.sym_sizes().end());
+    packed.back() = packed.back() / 2;  // two e2m1 codes per byte
+    o.y = at::empty_symint(packed, x.options().dtype(at::ScalarType::Float4_e2m1fn_x2));
+  } else {
+    o.y = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
+  }
+  if (q.quant == Quant::kBlock) {
+    // Zeroed: the kernel leaves the padding as TransformerEngine does.
+    const at::ScalarType st = q.block == Block::kNvfp4   ? at::ScalarType::Float8_e4m3fn
+                              : q.block == Block::kMxfp4 ? at::ScalarType::Float8_e8m0fnu
+                                                         : at::kFloat;
+    o.scales = st == at::kFloat ? at::zeros_symint(block_scale_shape(q.block, x), x.options().dtype(at::kFloat))
+                                : at::zeros_symint(block_scale_shape(q.block, x), x.options().dtype(at::kByte)).view(st);
+  }
   if (is_mx(q.quant)) {
     // Zeroed: the kernel leaves the padding as TransformerEngine does; zero there (e8m0 0 is
     // 2^-127, never NaN) keeps the output deterministic.
@@ -503,7 +579,7 @@ QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   if (q.norm == NormOp::kRmsAdd) o.residual_out = at::empty_like(x, at::MemoryFormat::Contiguous);
   if (q.norm == NormOp::kLayer) o.mu = stats_like(x);
   o.rsigma = stats_like(x);
-  if (!is_mx(q.quant)) o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
+  if (!is_mx(q.quant) && q.quant != Quant::kBlock) o.amax = at::zeros({1}, x.options().dtype(at::kFloat));
   if (q.quant == Quant::kFp8) o.scale_inv = at::empty({1}, x.options().dtype(at::kFloat));
   return o;
 }
@@ -512,19 +588,31 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
   const c10::DeviceGuard guard(q.x.device());
   Call c = make_call(q.op, q.x, q.weight);
   check_quant_args(q);
-  for (const Tensor* t : {q.residual, q.bias, q.scale}) {
-    if (t != nullptr) check_same_device(q.op, t == q.residual ? "residual" : t == q.bias ? "bias" : "scale", *t, q.x);
+  for (const Tensor* t : {q.residual, q.bias, q.scale, q.global_amax}) {
+    if (t != nullptr) {
+      check_same_device(q.op,
+                        t == q.residual ? "residual" : t == q.bias ? "bias" : t == q.scale ? "scale" : "global_amax", *t,
+                        q.x);
+    }
   }
   const Tensor w = q.weight.contiguous();
   const Tensor b = q.bias != nullptr ? q.bias->contiguous() : Tensor();
   const Tensor r = q.residual != nullptr ? q.residual->contiguous() : Tensor();
   const Tensor sc = q.scale != nullptr ? q.scale->contiguous() : Tensor();
   QuantOutputs o = quant_outputs(q, c.x);
-  Handle hz(o.y, dims2(c), is_mx(q.quant) ? NVTE_MXFP8_1D_SCALING : NVTE_DELAYED_TENSOR_SCALING);
-  if (is_mx(q.quant)) {
-    auto dims_of = [](const Tensor& t) -> Dims {
-      return {{static_cast<size_t>(t.size(0)), static_cast<size_t>(t.size(1))}, 2};
-    };
+  const NVTEScalingMode mode = q.quant == Quant::kBlock ? block_mode(q.block)
+                               : is_mx(q.quant)          ? NVTE_MXFP8_1D_SCALING
+                                                         : NVTE_DELAYED_TENSOR_SCALING;
+  Handle hz(o.y, dims2(c), mode);  // (e2m1 y: [rows, H] elements, H / 2 bytes a row)
+  auto dims_of = [](const Tensor& t) -> Dims {
+    return {{static_cast<size_t>(t.size(0)), static_cast<size_t>(t.size(1))}, 2};
+  };
+  const Tensor gamax = q.global_amax != nullptr ? q.global_amax->contiguous() : Tensor();
+  if (q.quant == Quant::kBlock) {
+    hz.set(kNVTERowwiseScaleInv, o.scales, dims_of(o.scales));
+    if (q.global_amax != nullptr) hz.set(kNVTEAmax, gamax, dims1(1));
+    hz.set_swizzled(q.swizzled);
+  } else if (is_mx(q.quant)) {
     hz.set(kNVTERowwiseScaleInv, o.scales, dims_of(o.scales));
     if (q.quant == Quant::kMxfp8Colwise) {
       hz.set(kNVTEColumnwiseData, o.y_colwise, dims2(c));
@@ -540,7 +628,7 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
     return o;
   }
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hr(o.rsigma, dims1(c.rows));
-  const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8;
+  const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8 | int(q.block) << 11 | int(q.swizzled) << 13;
   const float eps = static_cast<float>(q.eps);
   if (q.norm == NormOp::kRms) {
     with_workspace(c, w, flags, [&](NVTETensor ws) {
@@ -635,6 +723,43 @@ T6 fused_add_rms_norm_mxfp8_colwise(const Tensor& x, const Tensor& residual, con
   const QuantOutputs o = quant<kMeta>({"fused_add_rms_norm_mxfp8_colwise", NormOp::kRmsAdd, Quant::kMxfp8Colwise, x,
                                        &residual, weight, nullptr, nullptr, eps, out_dtype, zcg});
   return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.residual_out, o.rsigma};
+}
+// The other row-wise block scalings (Quant::kBlock), by format name.
+template <bool kMeta>
+T3 rms_norm_block(const Tensor& x, const Tensor& weight, double eps, c10::string_view format,
+                  std::optional<at::ScalarType> out_dtype, const std::optional<Tensor>& global_amax, bool swizzled,
+                  bool zcg) {
+  QuantCall q{"rms_norm_block", NormOp::kRms, Quant::kBlock, x, nullptr, weight, nullptr, nullptr, eps,
+              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
+  q.block = block_format(q.op, format);
+  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
+  q.swizzled = swizzled;
+  const QuantOutputs o = quant<kMeta>(q);
+  return {o.y, o.scales, o.rsigma};
+}
+template <bool kMeta>
+T4 layer_norm_block(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, c10::string_view format,
+                    std::optional<at::ScalarType> out_dtype, const std::optional<Tensor>& global_amax, bool swizzled,
+                    bool zcg) {
+  QuantCall q{"layer_norm_block", NormOp::kLayer, Quant::kBlock, x, nullptr, weight, &bias, nullptr, eps,
+              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
+  q.block = block_format(q.op, format);
+  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
+  q.swizzled = swizzled;
+  const QuantOutputs o = quant<kMeta>(q);
+  return {o.y, o.scales, o.mu, o.rsigma};
+}
+template <bool kMeta>
+T4 fused_add_rms_norm_block(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                            c10::string_view format, std::optional<at::ScalarType> out_dtype,
+                            const std::optional<Tensor>& global_amax, bool swizzled, bool zcg) {
+  QuantCall q{"fused_add_rms_norm_block", NormOp::kRmsAdd, Quant::kBlock, x, &residual, weight, nullptr, nullptr, eps,
+              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
+  q.block = block_format(q.op, format);
+  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
+  q.swizzled = swizzled;
+  const QuantOutputs o = quant<kMeta>(q);
+  return {o.y, o.scales, o.residual_out, o.rsigma};
 }
 template <bool kMeta>
 T3 rms_norm_amax(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
@@ -839,6 +964,16 @@ TORCH_LIBRARY(normtune, m) {
   m.def("fused_add_rms_norm_mxfp8_colwise(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType out_dtype, "
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, "
         "Tensor residual_out, Tensor rsigma)");
+  // NVFP4, MXFP4 and FP8 with 1x128 blocks (format 'nvfp4', 'mxfp4', 'fp8_block128'), row-wise.
+  m.def("rms_norm_block(Tensor x, Tensor weight, float eps, str format, ScalarType? out_dtype=None, "
+        "Tensor? global_amax=None, bool swizzled=False, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor scales, Tensor rsigma)");
+  m.def("layer_norm_block(Tensor x, Tensor weight, Tensor bias, float eps, str format, ScalarType? out_dtype=None, "
+        "Tensor? global_amax=None, bool swizzled=False, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor scales, Tensor mu, Tensor rsigma)");
+  m.def("fused_add_rms_norm_block(Tensor x, Tensor residual, Tensor weight, float eps, str format, "
+        "ScalarType? out_dtype=None, Tensor? global_amax=None, bool swizzled=False, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor residual_out, Tensor rsigma)");
   // Norm + amax (of y as rounded to x's dtype; for current scaling), forward only.
   m.def("rms_norm_amax(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> "
         "(Tensor y, Tensor rsigma, Tensor amax)");
@@ -872,6 +1007,9 @@ TORCH_LIBRARY(normtune, m) {
   m.impl("rms_norm_mxfp8_colwise", &rms_norm_mxfp8_colwise<meta>);                    \
   m.impl("layer_norm_mxfp8_colwise", &layer_norm_mxfp8_colwise<meta>);                \
   m.impl("fused_add_rms_norm_mxfp8_colwise", &fused_add_rms_norm_mxfp8_colwise<meta>);  \
+  m.impl("rms_norm_block", &rms_norm_block<meta>);                        \
+  m.impl("layer_norm_block", &layer_norm_block<meta>);                    \
+  m.impl("fused_add_rms_norm_block", &fused_add_rms_norm_block<meta>);    \
   m.impl("rms_norm_amax", &rms_norm_amax<meta>);                          \
   m.impl("layer_norm_amax", &layer_norm_amax<meta>);                      \
   m.impl("fused_add_rms_norm_amax", &fused_add_rms_norm_amax<meta>)
@@ -895,7 +1033,8 @@ TORCH_LIBRARY_IMPL(normtune, Meta, m) {
 TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
   for (const char* name : {"rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8",
                            "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise",
-                           "layer_norm_mxfp8_colwise", "fused_add_rms_norm_mxfp8_colwise", "rms_norm_amax",
+                           "layer_norm_mxfp8_colwise", "fused_add_rms_norm_mxfp8_colwise", "rms_norm_block",
+                           "layer_norm_block", "fused_add_rms_norm_block", "rms_norm_amax",
                            "layer_norm_amax", "fused_add_rms_norm_amax"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quant_autograd>());
   }

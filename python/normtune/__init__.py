@@ -30,9 +30,11 @@ def _extension_path():
 torch.ops.load_library(_extension_path())
 
 from . import nn  # noqa: E402
-from .functional import (fused_add_rms_norm, layer_norm, layer_norm_amax, layer_norm_fp8,  # noqa: E402
-                         layer_norm_mxfp8, rms_norm, rms_norm_amax, rms_norm_fp8, rms_norm_mxfp8)
+from .functional import (fused_add_rms_norm, layer_norm, layer_norm_amax, layer_norm_block_scaled,  # noqa: E402
+                         layer_norm_fp8, layer_norm_mxfp8, rms_norm, rms_norm_amax, rms_norm_block_scaled,
+                         rms_norm_fp8, rms_norm_mxfp8)
 
 __version__ = "0.1.0"
 __all__ = ["rms_norm", "layer_norm", "fused_add_rms_norm", "rms_norm_fp8", "layer_norm_fp8", "rms_norm_mxfp8",
-           "layer_norm_mxfp8", "rms_norm_amax", "layer_norm_amax", "nn"]
+           "layer_norm_mxfp8", "rms_norm_block_scaled", "layer_norm_block_scaled", "rms_norm_amax",
+           "layer_norm_amax", "nn"]

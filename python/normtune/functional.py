@@ -95,6 +95,42 @@ def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, res
     return y, scales, residual_out
 
 
+def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "nvfp4", eps: float = 1e-6,
+                          residual: Optional[torch.Tensor] = None, global_amax: Optional[torch.Tensor] = None,
+                          swizzled: bool = False, fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                          zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+    """RMSNorm of x (or of x + residual) with a block-scaled y, row-wise, in one pass. format:
+
+    - 'nvfp4': y e2m1 (torch.float4_e2m1fn_x2, [..., H / 2]: element 2i in the low nibble), one
+      E4M3 scale per 16 elements (torch.float8_e4m3fn [roundup(rows, 128), roundup(H / 16, 4)]),
+      TransformerEngine's NVFP4 arithmetic with global_amax (one fp32 value: this tensor's amax
+      from a previous pass or step; None: an encode scale of 1);
+    - 'mxfp4': y e2m1, one E8M0 scale per 32 (torch.float8_e8m0fnu, shaped as MXFP8's);
+    - 'fp8_block128': y fp8_dtype, one fp32 scale_inv per 128 elements of a row, in
+      TransformerEngine's transposed layout [H / 128, roundup(rows, 4)].
+
+    swizzled=True writes nvfp4 / mxfp4 scales in the 128x4 tiles GEMMs read. H must be a
+    multiple of the block. Returns (y, scales), with a residual (y, scales, x + residual).
+    Forward only, as the other quantized ops."""
+    if residual is None:
+        y, scales, _ = torch.ops.normtune.rms_norm_block.default(x, weight, eps, format, fp8_dtype, global_amax,
+                                                                 swizzled, zero_centered_gamma)
+        return y, scales
+    y, scales, residual_out, _ = torch.ops.normtune.fused_add_rms_norm_block.default(
+        x, residual, weight, eps, format, fp8_dtype, global_amax, swizzled, zero_centered_gamma)
+    return y, scales, residual_out
+
+
+def layer_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, format: str = "nvfp4",
+                            eps: float = 1e-5, global_amax: Optional[torch.Tensor] = None, swizzled: bool = False,
+                            fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+                            zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LayerNorm of x with a block-scaled y: (y, scales), as rms_norm_block_scaled."""
+    y, scales, _, _ = torch.ops.normtune.layer_norm_block.default(x, weight, bias, eps, format, fp8_dtype,
+                                                                  global_amax, swizzled, zero_centered_gamma)
+    return y, scales
+
+
 def layer_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
                      fp8_dtype: torch.dtype = torch.float8_e4m3fn, zero_centered_gamma: bool = False,
                      columnwise: bool = False) -> Tuple[torch.Tensor, ...]:

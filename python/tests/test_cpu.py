@@ -108,7 +108,8 @@ def test_meta_kernels_take_symbolic_shapes():
 
 QUANT_OPS = ["rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8", "layer_norm_mxfp8",
              "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise", "layer_norm_mxfp8_colwise",
-             "fused_add_rms_norm_mxfp8_colwise", "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
+             "fused_add_rms_norm_mxfp8_colwise", "rms_norm_block", "layer_norm_block", "fused_add_rms_norm_block",
+             "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
@@ -142,6 +143,53 @@ def test_quantized_ops_shapes_and_dtypes(fp8):
         y, scales, yc, cscales = normtune.layer_norm_mxfp8(x[:, :1, :1056], w[:1056], w[:1056], fp8_dtype=fp8,
                                                            columnwise=True)
         assert cscales.shape == (4, 1152)  # 3 rows -> 1 row block -> 4; 1056 columns -> 1152
+
+
+def test_block_scaled_ops_shapes_and_dtypes():
+    with FakeTensorMode():
+        x = torch.empty(3, 100, 4096, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        amax = torch.empty(1, dtype=torch.float32, device="cuda")
+        # NVFP4: e2m1 two per byte; 300 rows -> 384; 4096 / 16 = 256 scales a row.
+        y, scales = normtune.rms_norm_block_scaled(x, w, "nvfp4", global_amax=amax)
+        assert y.shape == (3, 100, 2048) and y.dtype == torch.float4_e2m1fn_x2
+        assert scales.shape == (384, 256) and scales.dtype == torch.float8_e4m3fn
+        y, scales, h = normtune.rms_norm_block_scaled(x, w, "nvfp4", residual=x, swizzled=True)
+        assert h.shape == x.shape and h.dtype == torch.bfloat16 and y.shape == (3, 100, 2048)
+        # MXFP4: E8M0 per 32, MXFP8's shape; 1056 / 32 = 33 blocks -> 36.
+        y, scales = normtune.layer_norm_block_scaled(x[:, :1, :1056], w[:1056], w[:1056], "mxfp4")
+        assert y.shape == (3, 1, 528) and scales.shape == (128, 36) and scales.dtype == torch.float8_e8m0fnu
+        # FP8 1x128: fp32 scale_inv [H / 128, roundup(rows, 4)] (TransformerEngine's transposed layout).
+        for fp8 in (torch.float8_e4m3fn, torch.float8_e5m2):
+            y, scales = normtune.rms_norm_block_scaled(x, w, "fp8_block128", fp8_dtype=fp8)
+            assert y.shape == x.shape and y.dtype == fp8
+            assert scales.shape == (32, 300) and scales.dtype == torch.float32
+        y, scales = normtune.layer_norm_block_scaled(x[:1, :7], w, w, "fp8_block128")
+        assert scales.shape == (32, 8)  # 7 rows -> 8
+
+
+def test_block_scaled_ops_bad_arguments():
+    with FakeTensorMode():
+        x = torch.empty(4, 4096, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(RuntimeError, match="format must be 'nvfp4', 'mxfp4' or 'fp8_block128', got 'nvfp8'"):
+            normtune.rms_norm_block_scaled(x, w, "nvfp8")
+        with pytest.raises(RuntimeError, match="must be a multiple of 128"):
+            normtune.rms_norm_block_scaled(x[:, :1056], w[:1056], "fp8_block128")
+        with pytest.raises(RuntimeError, match="must be a multiple of 16"):
+            normtune.rms_norm_block_scaled(x[:, :40], w[:40], "nvfp4")
+        with pytest.raises(RuntimeError, match="global_amax must be one fp32 value"):
+            normtune.rms_norm_block_scaled(x, w, "nvfp4", global_amax=torch.empty(2, device="cuda"))
+        with pytest.raises(RuntimeError, match="global_amax belongs to the nvfp4 format"):
+            normtune.rms_norm_block_scaled(x, w, "mxfp4", global_amax=torch.empty(1, device="cuda"))
+        with pytest.raises(RuntimeError, match="fp8_block128 scales have one layout"):
+            normtune.rms_norm_block_scaled(x, w, "fp8_block128", swizzled=True)
+        with pytest.raises(RuntimeError, match="out_dtype must be torch.float8_e4m3fn or torch.float8_e5m2"):
+            normtune.rms_norm_block_scaled(x, w, "fp8_block128", fp8_dtype=torch.bfloat16)
+        with pytest.raises(RuntimeError, match="residual must have x's shape and dtype"):
+            normtune.rms_norm_block_scaled(x, w, "nvfp4", residual=x[:2])
+    with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
+        normtune.rms_norm_block_scaled(torch.randn(4, 64), torch.ones(64), "mxfp4")
 
 
 def test_quantized_ops_bad_arguments():

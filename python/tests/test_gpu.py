@@ -288,6 +288,60 @@ def test_mxfp8_columnwise_outputs(norm):
     assert torch.equal(yc.view(torch.uint8), kept) and torch.equal(cscales.view(torch.uint8), kept_scales)
 
 
+E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def e2m1_decode(y, rows, hidden):
+    """[rows, H] fp64 values of e2m1 codes packed two per byte (element 2i in the low nibble)."""
+    b = y.view(torch.uint8).reshape(rows, hidden // 2).long()
+    codes = torch.stack([b & 0xF, b >> 4], dim=-1).reshape(rows, hidden)
+    mag = torch.tensor(E2M1_VALUES, dtype=torch.float64, device=y.device)[codes & 7]
+    return torch.where(codes >= 8, -mag, mag)
+
+
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4", "fp8_block128"])
+def test_block_scaled_outputs(norm, fmt):
+    rows, hidden = 33, 4096
+    x, r, w, b = norm_inputs(10, rows, hidden)
+    amax = torch.tensor([8.0], device="cuda")  # the global amax NVFP4 is given
+    kw = {"global_amax": amax} if fmt == "nvfp4" else {}
+    (y, scales), want = run_variant(
+        norm, lambda x, w, residual=None: normtune.rms_norm_block_scaled(x, w, fmt, residual=residual, **kw),
+        lambda x, w, b: normtune.layer_norm_block_scaled(x, w, b, fmt, **kw), x, r, w, b)
+    block = {"nvfp4": 16, "mxfp4": 32, "fp8_block128": 128}[fmt]
+    if fmt == "fp8_block128":
+        assert scales.shape == (hidden // 128, 36) and scales.dtype == torch.float32
+        unit = scales[:, :rows].t().double()  # scale_inv per (row, block)
+        got = y.double() * unit.repeat_interleave(block, dim=1)
+        rel, sub = fp8_code_tolerance(torch.float8_e4m3fn)
+        tol = rel * want.abs() + sub * unit.repeat_interleave(block, dim=1)
+    else:
+        assert y.dtype == torch.float4_e2m1fn_x2 and y.shape == (rows, hidden // 2)
+        assert scales.shape == (128, hidden // block)
+        if fmt == "nvfp4":
+            assert scales.dtype == torch.float8_e4m3fn
+            unit = scales[:rows].double() / (448.0 * 6.0 / 8.0)  # float(scale) / S_enc
+        else:
+            assert scales.dtype == torch.float8_e8m0fnu
+            unit = torch.exp2(scales.view(torch.uint8)[:rows].double() - 127)
+        u = unit.repeat_interleave(block, dim=1)
+        got = e2m1_decode(y, rows, hidden) * u
+        tol = want.abs() / 3 + 0.5 * u  # a code within a third of the value, half a unit near zero
+    excess = (got - want).abs() - tol - 1e-5
+    assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
+    # Every block's largest value uses the top of the format: MXFP4's power of two fits it in
+    # (3, 6]; NVFP4's E4M3 scale is amax / 6 within E4M3's rounding; 1x128's scale_inv is amax / 448.
+    block_max = want.abs().view(rows, hidden // block, block).amax(-1)
+    ratio = block_max / unit
+    if fmt == "mxfp4":
+        assert (ratio <= 6 * (1 + 1e-5)).all() and (ratio > 3 * (1 - 1e-5)).all()
+    elif fmt == "nvfp4":
+        assert (ratio > 6 / (1 + 1 / 16) - 1e-3).all() and (ratio < 6 / (1 - 1 / 16) + 1e-3).all()
+    else:
+        torch.testing.assert_close(ratio, torch.full_like(ratio, 448.0), rtol=1e-5, atol=0)
+
+
 def test_quantized_ops_opcheck_and_compile():
     x = torch.randn(6, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
@@ -297,6 +351,11 @@ def test_quantized_ops_opcheck_and_compile():
     torch.library.opcheck(ops.rms_norm_mxfp8.default, (x, w, 1e-6, torch.float8_e4m3fn, False))
     torch.library.opcheck(ops.rms_norm_mxfp8_colwise.default, (x, w, 1e-6, torch.float8_e4m3fn, False))
     torch.library.opcheck(ops.layer_norm_mxfp8_colwise.default, (x, w, w, 1e-5, torch.float8_e4m3fn, False))
+    torch.library.opcheck(ops.rms_norm_block.default,
+                          (x, w, 1e-6, "nvfp4", None, torch.tensor([4.0], device="cuda"), True, False))
+    torch.library.opcheck(ops.fused_add_rms_norm_block.default, (x, x, w, 1e-6, "mxfp4", None, None, False, False))
+    torch.library.opcheck(ops.layer_norm_block.default,
+                          (x, w, w, 1e-5, "fp8_block128", torch.float8_e4m3fn, None, False, False))
 
     def f(t):
         y, scale_inv, amax = normtune.rms_norm_fp8(t * 2, w, scale)
