@@ -142,11 +142,12 @@ __global__ void block_quantize_kernel(const T* __restrict__ x, uint8_t* __restri
         using Codes = std::conditional_t<kN == 8, uint32_t, uint16_t>;
         reinterpret_cast<Codes*>(z + (i * kBlock + v * kN) / 2)[0] = static_cast<Codes>(w);
       } else {
-        uint8_t codes[kN];
+        using Codes = std::conditional_t<kN == 8, uint2, uint32_t>;  // one fp8 code per element
+        Codes out;
+        uint8_t* codes = reinterpret_cast<uint8_t*>(&out);
 #pragma unroll
         for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k]) * mult).bits;
-#pragma unroll
-        for (int k = 0; k < kN; ++k) z[i * kBlock + v * kN + k] = codes[k];
+        reinterpret_cast<Codes*>(z + i * kBlock + v * kN)[0] = out;
       }
     }
   }

@@ -199,14 +199,14 @@ std::vector<double> ZOutput::row(size_t r) const {
     const DType sdtype = block_scale_dtype(mode);
     const size_t width = dtype_storage_bytes(sdtype, 1);
     const float s_enc = nvfp4_encode_scale(kNvfp4GlobalAmax);
+    NORMTUNE_CHECK(host_all_scales_.size() == width * scale_rows_ * scale_cols_, "ZOutput::row: load_scales() first");
     host_units_.resize(blocks);
     for (size_t b = 0; b < blocks; ++b) {
       const auto at = static_cast<size_t>(block_scale_offset(mode, static_cast<int64_t>(r), static_cast<int64_t>(b),
                                                              static_cast<int64_t>(rows_), static_cast<int64_t>(hidden_),
                                                              false));
       uint8_t raw[4] = {};
-      NORMTUNE_CUDA_CHECK(cudaMemcpy(raw, static_cast<const uint8_t*>(block_scales_->ptr) + at * width, width,
-                                     cudaMemcpyDeviceToHost));
+      std::memcpy(raw, host_all_scales_.data() + at * width, width);
       switch (mode) {
         case ScalingMode::kMxfp4_1D: host_units_[b] = e8m0_to_float(raw[0]); break;
         case ScalingMode::kNvfp4_1D: host_units_[b] = fp8e4m3_to_float(raw[0]) / static_cast<double>(s_enc); break;
@@ -220,6 +220,14 @@ std::vector<double> ZOutput::row(size_t r) const {
     for (size_t i = 0; i < hidden_; ++i) v[i] *= host_units_[i / block];
   }
   return v;
+}
+
+void ZOutput::load_scales() const {
+  if (!block_scales_) return;
+  host_all_scales_.resize(
+      dtype_storage_bytes(block_scale_dtype(block_scaling_of(format_)), scale_rows_ * scale_cols_));
+  NORMTUNE_CUDA_CHECK(cudaMemcpy(host_all_scales_.data(), block_scales_->ptr, host_all_scales_.size(),
+                                 cudaMemcpyDeviceToHost));
 }
 
 std::vector<double> ZOutput::colwise_row(size_t r, std::vector<double>* scales) const {
@@ -350,6 +358,7 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
   const std::vector<double> g = download(gamma, t, 0, hidden);
   const std::vector<double> b = beta ? download(beta, t, 0, hidden) : std::vector<double>(hidden);
   double sampled_amax = 0;
+  z.load_scales();
   for (size_t r : sample) {
     const std::vector<double> xv = download(x, t, r * hidden, hidden);
     const std::vector<double> rv = residual ? download(residual, t, r * hidden, hidden) : std::vector<double>();

@@ -88,7 +88,10 @@ class ZOutput {
   // Row r, dequantized (code x scale_inv, or x its block's scale), and the tolerance of each
   // of its elements against the fp64 value `want`: the format's rounding (one code either
   // side: an fp32 value next to a rounding midpoint) plus fp32 error.
+  // (Block-scaled z other than MXFP8: from the scales load_scales() copied last.)
   std::vector<double> row(size_t r) const;
+  // Copies the whole row-wise scale tensor to the host (once per call to verify: row() reads it).
+  void load_scales() const;
   double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
   uint8_t block_exponent(size_t col) const;
@@ -108,6 +111,7 @@ class ZOutput {
   size_t colwise_scale_rows_ = 0, colwise_scale_cols_ = 0;
   mutable std::vector<uint8_t> host_scales_;
   mutable std::vector<double> host_units_;  // row() of a block-scaled z: each block's decode scale
+  mutable std::vector<uint8_t> host_all_scales_;  // load_scales()
   NVTETensor handle_;
 };
 

@@ -1391,6 +1391,8 @@ TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
                              BlockCase{NormType::kRMSNorm, true, bf, e4, b1, 37, 4096, false, false},
                              BlockCase{NormType::kRMSNorm, false, f32, e4, b1, 3, 65536, false, false},
                              BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 1, 128, false, false},
+                             // fp32: a block is a whole warp (32 lanes), 4 rows per CTA.
+                             BlockCase{NormType::kRMSNorm, false, f32, e4, b1, 9, 384, false, false},
                              BlockCase{NormType::kLayerNorm, false, bf, e4, b1, 300, 384, false, false},
                              BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 201, 7168, false, false}}) {
     SCOPED_TRACE(k.describe());

@@ -5,8 +5,11 @@
 //
 //   MXFP8 (NVTE_MXFP8_1D_SCALING): fp8 codes, an E8M0 scale per 1x32 block (mx_scale.h).
 //   MXFP4 (NVTE_NORMTUNE_MXFP4_1D_SCALING, normtune's): e2m1 codes packed two per byte, an
-//     E8M0 scale per 1x32 block: E = e8m0 of amax * (1 / 6) rounded up (the OCP MX rule of
-//     mx_scale.h with e2m1's largest value 6), codes = e2m1(value * 2^(127 - E)).
+//     E8M0 scale per 1x32 block: E = e8m0 of amax * (1 / 6) rounded up, codes = e2m1(value *
+//     2^(127 - E)): the round-up rule of TransformerEngine's MXFP8 quantizer (mx_scale.h) and
+//     of FlashInfer's MXFP4, which never saturates a block's largest value. (OCP MX v1.0's
+//     example rule, 2^(floor(log2 amax) - 2), can give half the scale and saturate: e.g. amax
+//     7 gets scale 2 here, 1 there; the bytes differ, both decode correctly.)
 //   NVFP4 (NVTE_NVFP4_1D_SCALING, TransformerEngine 2.18's definitions): e2m1 codes, an E4M3
 //     scale per 1x16 block and a per-tensor encode scale from the global amax (z's amax, an
 //     input: the caller's amax of this tensor, from a previous pass or step):
@@ -17,7 +20,8 @@
 //     A dequantizing reader computes code * S_dec / S_enc.
 //   FP8 1x128 (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling row-wise data):
 //     fp8 codes, an fp32 scale_inv per 1x128 block, amax epsilon 0, scales not forced to
-//     powers of two (the C API's defaults):
+//     powers of two (the C API's defaults; TE's PyTorch Float8BlockScaling recipe forces
+//     powers of two by default, so its bytes differ):
 //       scale = fp8_max / amax (FLT_MAX at most; 1 when the amax is 0, inf or NaN),
 //       codes = fp8(value * scale),  scale_inv = 1 / scale (rounded from double).
 // Scale tensors (row-wise, for [rows, hidden] data), as TransformerEngine allocates them:
@@ -94,8 +98,8 @@ NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_
 
 // float_to_fp4e2m1 (convert.h) without branches, for the kernels: round to nearest even on
 // the grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating; NaN gives 0x7 (+6), -0 and values that
-// round to zero keep their sign. Hopper has no e2m1 conversion instruction; this is six
-// arithmetic instructions for the magnitude. |x| goes onto a uniform grid whose integers are
+// round to zero keep their sign. Hopper has no e2m1 conversion instruction; this is three
+// fused adds and a three-way min for the magnitude (five instructions in the SASS). |x| goes onto a uniform grid whose integers are
 // the codes: the concave t = min(2|x|, |x| + 2, |x| / 2 + 4, 7) (codes 0.5 apart below 2, 1
 // apart below 4, 2 above). Each line is rounded to an integer inside its fused multiply-add
 // by the 2^23 added to it (nearest even: a code's parity is its mantissa bit's, so e2m1's

@@ -231,10 +231,12 @@ struct GeneralFwd {
       // must then be a staged one.
       const bool clusters = args.clusters && !platform::kIsHip;
       const FwdPlan* forced = forward_plan_override();
+      // (Whole warps: the block's shuffles take every lane of a warp.)
       NORMTUNE_CHECK(forced == nullptr || (forced->layout == FwdLayout::kStaged &&
-                                           plan_fits(*forced, args.params.hidden, kVec, clusters)),
+                                           plan_fits(*forced, args.params.hidden, kVec, clusters) &&
+                                           forced->threads_per_row * forced->rows_per_cta % platform::kWarpSize == 0),
                      "block-scaled output: layout ", forced ? config_string(*forced) : "",
-                     " is not a staged layout that fits this row");
+                     " is not a staged layout of whole warps that fits this row");
       FwdPlan plan = forced ? *forced : plan_forward_block_scaled(args.params.hidden, kVec, clusters, kBlock);
       // The kernel's block = kBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
       NORMTUNE_CHECK(plan.threads_per_row % (kBlock / kVec) == 0, "block-scaled output: layout ", config_string(plan),
@@ -323,8 +325,10 @@ struct TunedFwd {
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
                 "CTA and at least a warp per CTA (the cluster reduction's push uses one thread per peer)");
   static_assert(!Traits::kBlockScaled ||
-                    (kStaged && kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0),
-                "a block-scaled tuned plan is staged, with whole blocks per group of lanes");
+                    (kStaged && kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0 &&
+                     kPlan.threads_per_row * kPlan.rows_per_cta % platform::kWarpSize == 0),
+                "a block-scaled tuned plan is staged, with whole blocks per group of lanes and whole warps (the "
+                "block's shuffles take every lane of a warp)");
   static constexpr WorkspaceFn workspace = nullptr;
 
   static const char* can_implement(const void* opaque) {
