@@ -726,39 +726,41 @@ T6 fused_add_rms_norm_mxfp8_colwise(const Tensor& x, const Tensor& residual, con
 }
 // The other row-wise block scalings (Quant::kBlock), by format name.
 template <bool kMeta>
-T3 rms_norm_block(const Tensor& x, const Tensor& weight, double eps, c10::string_view format,
-                  std::optional<at::ScalarType> out_dtype, const std::optional<Tensor>& global_amax, bool swizzled,
-                  bool zcg) {
-  QuantCall q{"rms_norm_block", NormOp::kRms, Quant::kBlock, x, nullptr, weight, nullptr, nullptr, eps,
-              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
+QuantOutputs quant_block(QuantCall q, c10::string_view format, const std::optional<Tensor>& global_amax,
+                         bool swizzled) {
   q.block = block_format(q.op, format);
   q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
   q.swizzled = swizzled;
-  const QuantOutputs o = quant<kMeta>(q);
+  return quant<kMeta>(q);
+}
+template <bool kMeta>
+T3 rms_norm_block(const Tensor& x, const Tensor& weight, double eps, c10::string_view format,
+                  std::optional<at::ScalarType> out_dtype, const std::optional<Tensor>& global_amax, bool swizzled,
+                  bool zcg) {
+  const QuantOutputs o = quant_block<kMeta>({"rms_norm_block", NormOp::kRms, Quant::kBlock, x, nullptr, weight,
+                                             nullptr, nullptr, eps, out_dtype.value_or(at::ScalarType::Float8_e4m3fn),
+                                             zcg},
+                                            format, global_amax, swizzled);
   return {o.y, o.scales, o.rsigma};
 }
 template <bool kMeta>
 T4 layer_norm_block(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, c10::string_view format,
                     std::optional<at::ScalarType> out_dtype, const std::optional<Tensor>& global_amax, bool swizzled,
                     bool zcg) {
-  QuantCall q{"layer_norm_block", NormOp::kLayer, Quant::kBlock, x, nullptr, weight, &bias, nullptr, eps,
-              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
-  q.block = block_format(q.op, format);
-  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
-  q.swizzled = swizzled;
-  const QuantOutputs o = quant<kMeta>(q);
+  const QuantOutputs o = quant_block<kMeta>({"layer_norm_block", NormOp::kLayer, Quant::kBlock, x, nullptr, weight,
+                                             &bias, nullptr, eps, out_dtype.value_or(at::ScalarType::Float8_e4m3fn),
+                                             zcg},
+                                            format, global_amax, swizzled);
   return {o.y, o.scales, o.mu, o.rsigma};
 }
 template <bool kMeta>
 T4 fused_add_rms_norm_block(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
                             c10::string_view format, std::optional<at::ScalarType> out_dtype,
                             const std::optional<Tensor>& global_amax, bool swizzled, bool zcg) {
-  QuantCall q{"fused_add_rms_norm_block", NormOp::kRmsAdd, Quant::kBlock, x, &residual, weight, nullptr, nullptr, eps,
-              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg};
-  q.block = block_format(q.op, format);
-  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
-  q.swizzled = swizzled;
-  const QuantOutputs o = quant<kMeta>(q);
+  const QuantOutputs o = quant_block<kMeta>({"fused_add_rms_norm_block", NormOp::kRmsAdd, Quant::kBlock, x, &residual,
+                                             weight, nullptr, nullptr, eps,
+                                             out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg},
+                                            format, global_amax, swizzled);
   return {o.y, o.scales, o.residual_out, o.rsigma};
 }
 template <bool kMeta>

@@ -7,7 +7,6 @@
 
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <set>
 #include <vector>
@@ -17,19 +16,13 @@
 namespace normtune {
 namespace {
 
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
-
 // Every fp32 with |x| in [2^-4, 16) (both signs: every rounding boundary of e2m1 and the
 // saturation), then random bit patterns over the whole range and the special values.
 TEST(Fp4Code, EqualsTheReferenceConversionBitForBit) {
   size_t checked = 0;
   for (uint32_t sign : {0u, 0x80000000u}) {
     for (uint32_t bits = 0x3D800000u; bits < 0x41800000u; ++bits) {
-      const float x = from_bits(sign | bits);
+      const float x = bits_float(sign | bits);
       if (fp4e2m1_code(x) != float_to_fp4e2m1(x)) {
         FAIL() << "x = " << x << " (bits " << std::hex << (sign | bits) << "): " << fp4e2m1_code(x) << " vs "
                << int{float_to_fp4e2m1(x)};
@@ -39,7 +32,7 @@ TEST(Fp4Code, EqualsTheReferenceConversionBitForBit) {
   }
   std::mt19937 rng(11);
   for (int i = 0; i < 4000000; ++i) {
-    const float x = from_bits(static_cast<uint32_t>(rng()));
+    const float x = bits_float(static_cast<uint32_t>(rng()));
     ASSERT_EQ(fp4e2m1_code(x), float_to_fp4e2m1(x)) << x;
   }
   for (const float x : {0.f, -0.f, INFINITY, -INFINITY, NAN, -NAN, FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f, FLT_MAX, -FLT_MAX}) {
