@@ -9,6 +9,13 @@
 
 namespace normtune {
 
+// NVFP4: the multiplier of every E4M3 scale code (a block gets 0..0x7E: non-negative,
+// saturated, never NaN), computed once per CTA into shared memory (an IEEE division each),
+// so that a block's multiplier is a table read rather than a decode and a division.
+inline constexpr int kNvfp4ScaleCodes = 128;  // (0x7F, NaN, never produced: its entry is NaN)
+template <typename Traits>
+inline constexpr int kBlockTableSize = Traits::kScaling == ScalingMode::kNvfp4_1D ? kNvfp4ScaleCodes : 1;
+
 template <typename Traits>
 struct BlockQuantizer {
   static constexpr ScalingMode kMode = Traits::kScaling;
@@ -17,13 +24,22 @@ struct BlockQuantizer {
   static_assert(kBlock > 0, "a block-scaled z");
   static constexpr bool kFp4 = block_codes_fp4(kMode);
 
-  float s_enc = 1.f;  // NVFP4: the encode scale, and its inverse
-  float s_dec = 1.f;
+  float s_enc = 1.f;               // NVFP4: the encode scale
+  const float* table = nullptr;    // NVFP4: fill_table's multipliers
 
-  __device__ __forceinline__ explicit BlockQuantizer(const FwdParams& p) {
+  // `table`: kBlockTableSize<Traits> floats of shared memory that fill_table has filled (and a
+  // CTA barrier has published) before block() is called.
+  __device__ __forceinline__ BlockQuantizer(const FwdParams& p, const float* table_) : table(table_) {
+    if constexpr (kMode == ScalingMode::kNvfp4_1D) s_enc = nvfp4_encode_scale(p.global_amax != nullptr ? *p.global_amax : 0.f);
+  }
+
+  // Every thread of the CTA calls it (after wait_for_prior_grid: it reads the global amax).
+  __device__ __forceinline__ static void fill_table(const FwdParams& p, float* table_) {
     if constexpr (kMode == ScalingMode::kNvfp4_1D) {
-      s_enc = nvfp4_encode_scale(p.global_amax != nullptr ? *p.global_amax : 0.f);
-      s_dec = 1.f / s_enc;
+      const float s_dec = 1.f / nvfp4_encode_scale(p.global_amax != nullptr ? *p.global_amax : 0.f);
+      for (int c = static_cast<int>(threadIdx.x); c < kNvfp4ScaleCodes; c += static_cast<int>(blockDim.x)) {
+        table_[c] = nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(c)), s_dec);
+      }
     }
   }
 
@@ -37,7 +53,7 @@ struct BlockQuantizer {
     } else if constexpr (kMode == ScalingMode::kNvfp4_1D) {
       const uint8_t code = from_float<fp8e4m3_t>(nvfp4_block_decode_scale(amax, s_enc)).bits;
       if (write) p.block_scales[at] = code;
-      return nvfp4_block_multiplier(fp8e4m3_to_float(code), s_dec);
+      return table[code & 0x7F];  // (the mask only tells the compiler the index's range)
     } else {
       const float scale = fp8_block_scale(amax, fp8_max(Elem<O>::kDType));
       if (write) reinterpret_cast<float*>(p.block_scales)[at] = fp8_block_scale_inv(scale);

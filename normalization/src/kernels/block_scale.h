@@ -85,13 +85,22 @@ constexpr int64_t block_scale_cols(ScalingMode m, int64_t rows, int64_t hidden) 
   return (hidden / block_elements(m) + 3) / 4 * 4;
 }
 
-// Offset of the scale of (row, block) in the row-wise scale tensor.
+// Offset of the scale of (row, block) in the row-wise scale tensor: a row's part plus a
+// block's part (a kernel walking a row's blocks computes the first once).
+NORMTUNE_HD_INLINE int64_t block_scale_row_part(ScalingMode m, int64_t row, int64_t hidden, bool swizzled) {
+  if (m == ScalingMode::kBlock1D) return row;
+  const int64_t cols = (hidden / block_elements(m) + 3) / 4 * 4;
+  if (!swizzled) return row * cols;
+  return (row / 128) * (cols / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4;  // 128 x 4 tiles of 512
+}
+NORMTUNE_HD_INLINE int64_t block_scale_block_part(ScalingMode m, int block, int64_t rows, bool swizzled) {
+  if (m == ScalingMode::kBlock1D) return block * ((rows + 3) / 4 * 4);
+  return swizzled ? (block / 4) * 512 + block % 4 : block;
+}
 NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_t block, int64_t rows, int64_t hidden,
                                               bool swizzled) {
-  if (m == ScalingMode::kBlock1D) return block * ((rows + 3) / 4 * 4) + row;
-  const int64_t cols = (hidden / block_elements(m) + 3) / 4 * 4;
-  if (!swizzled) return row * cols + block;
-  return ((row / 128) * (cols / 4) + block / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + block % 4;
+  return block_scale_row_part(m, row, hidden, swizzled) +
+         block_scale_block_part(m, static_cast<int>(block), rows, swizzled);
 }
 
 // ---- e2m1 codes ---------------------------------------------------------------------------

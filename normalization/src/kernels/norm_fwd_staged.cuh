@@ -21,6 +21,8 @@
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/block_quant.cuh"
 #include "kernels/norm_fwd.cuh"
 
@@ -66,6 +68,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
   __shared__ ReduceSmem<K> smem;
   __shared__ uint64_t exchange_bar;
   __shared__ float slots[kMaxCtasPerRow][K];  // [rank]: the partial of CTA `rank` of the cluster
+  __shared__ float block_table[kBlockTableSize<Traits>];  // NVFP4 z: BlockQuantizer's multipliers
   int phase = 0;
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
@@ -116,6 +119,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
         if constexpr (!kRms) stage_vec(bs + s, reinterpret_cast<const VW*>(beta + off));
       }
     }
+  }
+  if constexpr (kBlockTableSize<Traits> > 1) {  // while the copies are in flight
+    BlockQuantizer<Traits>::fill_table(p, block_table);
+    __syncthreads();
   }
   platform::cp_async_wait_all();
 
@@ -194,39 +201,57 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
     // lanes, one scale (written by the block's first lane), then each lane's codes of its own
     // vector. Every lane takes every step, as the shuffles need the whole warp; lanes past
     // the row's end (or past the last row) hold zeros and store nothing.
+    // The loop is compiled twice, for staged and for loaded weights (a run-time choice inside
+    // it would issue both ways' loads and unpacking, predicated, for every vector); the scale's
+    // offset has its row part computed once.
     using Quant = BlockQuantizer<Traits>;
     constexpr int kGroup = Quant::kBlock / kVec;
     static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
-    const Quant quant(p);
-    // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
-    // without breaking the lanes' convergence, and LLVM refuses.)
-    for (int i = 0; i < N; ++i) {
-      const int v = vec_of(i);
-      const bool valid = row_ok && v < nvec;
-      float y[kVec];
-      float amax = 0.f;
-      if (valid) {
-        const int s = i * G + t;
-        VW g, bt;
-        load_weights(s, static_cast<int64_t>(v) * kVec, g, bt);
-        const VI in = xs[s];
+    const Quant quant(p, block_table);
+    const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
+    auto blocks = [&](auto staged_weights) {
+      // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
+      // without breaking the lanes' convergence, and LLVM refuses.)
+      for (int i = 0; i < N; ++i) {
+        const int v = vec_of(i);
+        const bool valid = row_ok && v < nvec;
+        float y[kVec];
+        float amax = 0.f;
+        if (valid) {
+          const int s = i * G + t;
+          VW g;
+          [[maybe_unused]] VW bt;
+          if constexpr (decltype(staged_weights)::value) {
+            g = gs[s];
+            if constexpr (!kRms) bt = bs[s];
+          } else {
+            g.load(gamma + static_cast<int64_t>(v) * kVec);
+            if constexpr (!kRms) bt.load(beta + static_cast<int64_t>(v) * kVec);
+          }
+          const VI in = xs[s];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
-          if constexpr (!kRms) y[k] += to_float(bt.v[k]);
-          amax = fmaxf(amax, fabsf(y[k]));
+          for (int k = 0; k < kVec; ++k) {
+            y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
+            if constexpr (!kRms) y[k] += to_float(bt.v[k]);
+            amax = fmaxf(amax, fabsf(y[k]));
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) y[k] = 0.f;
         }
-      } else {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) y[k] = 0.f;
+        for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
+        const int64_t at = scale_row + block_scale_block_part(Traits::kScaling, v / kGroup, p.rows, p.swizzled_scales);
+        const float mult = quant.block(p, amax, at, valid && t % kGroup == 0);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] *= mult;
+        if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
       }
-#pragma unroll
-      for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
-      const int64_t at = block_scale_offset(Traits::kScaling, row, v / kGroup, p.rows, hidden, p.swizzled_scales);
-      const float mult = quant.block(p, amax, at, valid && t % kGroup == 0);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) y[k] *= mult;
-      if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
+    };
+    if (stage_weights) {
+      blocks(std::true_type{});
+    } else {
+      blocks(std::false_type{});
     }
   } else if (row_ok) {
 #pragma unroll 4
