@@ -58,7 +58,9 @@ NVTETensor make_tensor(Input& in, std::vector<NVTETensor>& owned) {
   const uint8_t kind = in.byte() % 16;
   if (kind == 0) return nullptr;
   if (kind == 1) return reinterpret_cast<NVTETensor>(uintptr_t{in.u64()} | 1);  // not a handle
-  NVTETensor t = nvte_create_tensor(static_cast<NVTEScalingMode>(in.byte() % 8 == 0 ? in.byte() % 6 : 0));
+  // TE's modes 0-4, an invalid 5, normtune's MXFP4 (200); mostly unquantized.
+  const int mode = in.byte() % 8 == 0 ? in.byte() % 7 : 0;
+  NVTETensor t = nvte_create_tensor(static_cast<NVTEScalingMode>(mode == 6 ? NVTE_NORMTUNE_MXFP4_1D_SCALING : mode));
   if (kind == 2) {
     nvte_destroy_tensor(t);  // a destroyed handle
     return t;
@@ -68,7 +70,7 @@ NVTETensor make_tensor(Input& in, std::vector<NVTETensor>& owned) {
   NVTEBasicTensor b{};
   b.data_ptr = fake_pointer(in);
   const uint8_t dt = in.byte();
-  b.dtype = static_cast<NVTEDType>(dt % 16 == 0 ? dt : dt % 10);
+  b.dtype = static_cast<NVTEDType>(dt % 16 == 0 ? dt : dt % 11);  // (10: e2m1)
   b.shape.ndim = in.byte() % 5;
   if (in.byte() % 32 == 0) b.shape.ndim = in.byte();  // out of range
   for (size_t i = 0; i < b.shape.ndim && i < 15; ++i) b.shape.data[i] = in.dim();
@@ -78,11 +80,11 @@ NVTETensor make_tensor(Input& in, std::vector<NVTETensor>& owned) {
   } catch (const std::runtime_error&) {
   }
   // Further buffers (scale, amax, scale_inv, column-wise data, ...), so that the checks of
-  // quantized outputs (per-tensor FP8, MXFP8) are reached.
+  // quantized outputs (per-tensor FP8, MXFP8, NVFP4, MXFP4, 1x128 blocks) are reached.
   for (int extras = in.byte() % 5; extras > 0; --extras) {  // (byte() is 0 past the input's end)
     NVTEBasicTensor extra{};
     extra.data_ptr = fake_pointer(in);
-    extra.dtype = static_cast<NVTEDType>(in.byte() % 10);
+    extra.dtype = static_cast<NVTEDType>(in.byte() % 11);
     extra.shape.ndim = in.byte() % 3;
     for (size_t i = 0; i < extra.shape.ndim; ++i) extra.shape.data[i] = in.byte() % 3 == 0 ? in.dim() : 1 + in.byte();
     try {
