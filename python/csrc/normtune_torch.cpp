@@ -151,17 +151,20 @@ struct Call {
   cudaStream_t stream = nullptr;
 };
 
-// Numbers in messages go through std::to_string, never an ostream: an ostream's integer
-// output instantiated in this library (as GCC 13 on Ubuntu 24.04 did) can use a copy of the
-// locale's facet ids that the running libstdc++ never registered, and crash on the first
-// error message with a number in it (seen on the H200 machine).
+// Numbers in messages go through std::to_string (sym_str, dims_str), never an ostream: the
+// H200 machine's compiler (/opt/gcc, GCC 13) links libstdc++ into this library statically,
+// and that copy's stream locale is never set up, so the first integer streamed into a
+// TORCH_CHECK message crashed the process (SIGSEGV in std::ostream::_M_insert<long>, a null
+// num_put facet) instead of raising; seen again in session 11 with an int64_t block size.
 // Symbolic sizes (torch.compile with dynamic shapes) print as "?".
+std::string sym_str(const c10::SymInt& d) {
+  const std::optional<int64_t> v = d.maybe_as_int();
+  return v ? std::to_string(*v) : std::string("?");
+}
+
 std::string dims_str(c10::SymIntArrayRef dims) {
   std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const std::optional<int64_t> d = dims[i].maybe_as_int();
-    s += (i ? ", " : "") + (d ? std::to_string(*d) : std::string("?"));
-  }
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + sym_str(dims[i]);
   return s + "]";
 }
 
@@ -502,10 +505,12 @@ void check_fp8_dtype(const char* op, at::ScalarType t) {
 void check_quant_args(const QuantCall& q) {
   check_shapes(q.op, q.x, q.weight);
   if (q.quant != Quant::kAmax && !(q.quant == Quant::kBlock && block_fp4(q.block))) check_fp8_dtype(q.op, q.out_dtype);
+  if (q.quant == Quant::kBlock || is_mx(q.quant)) {
+    const int64_t block = q.quant == Quant::kBlock ? block_size(q.block) : 32;
+    TORCH_CHECK(q.x.sym_size(-1) % block == 0, "normtune.", q.op, ": the last dim of x (", sym_str(q.x.sym_size(-1)),
+                ") must be a multiple of ", std::to_string(block), " (the format's blocks)");
+  }
   if (q.quant == Quant::kBlock) {
-    const int64_t block = block_size(q.block);
-    TORCH_CHECK(q.x.sym_size(-1) % block == 0, "normtune.", q.op, ": the last dim of x (", q.x.sym_size(-1),
-                ") must be a multiple of ", block, " (the format's blocks)");
     TORCH_CHECK(!(q.swizzled && q.block == Block::kFp8Block128), "normtune.", q.op,
                 ": fp8_block128 scales have one layout (swizzled=False)");
     if (q.global_amax != nullptr) {

@@ -174,7 +174,7 @@ def test_block_scaled_ops_bad_arguments():
         w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
         with pytest.raises(RuntimeError, match="format must be 'nvfp4', 'mxfp4' or 'fp8_block128', got 'nvfp8'"):
             normtune.rms_norm_block_scaled(x, w, "nvfp8")
-        with pytest.raises(RuntimeError, match="must be a multiple of 128"):
+        with pytest.raises(RuntimeError, match=r"the last dim of x \(1056\) must be a multiple of 128"):
             normtune.rms_norm_block_scaled(x[:, :1056], w[:1056], "fp8_block128")
         with pytest.raises(RuntimeError, match="must be a multiple of 16"):
             normtune.rms_norm_block_scaled(x[:, :40], w[:40], "nvfp4")
@@ -208,6 +208,10 @@ def test_quantized_ops_bad_arguments():
             normtune.rms_norm_mxfp8(x, w, residual=x[:2], columnwise=True)
         with pytest.raises(RuntimeError, match="out_dtype must be torch.float8_e4m3fn or torch.float8_e5m2"):
             normtune.layer_norm_mxfp8(x, w, w, fp8_dtype=torch.float16, columnwise=True)
+        with pytest.raises(RuntimeError, match=r"the last dim of x \(1000\) must be a multiple of 32"):
+            normtune.rms_norm_mxfp8(x[:, :1000], w[:1000])
+        with pytest.raises(RuntimeError, match=r"the last dim of x \(1000\) must be a multiple of 32"):
+            normtune.rms_norm_mxfp8(x[:, :1000], w[:1000], columnwise=True)
     with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
         normtune.rms_norm_fp8(torch.randn(4, 64), torch.ones(64), torch.ones(1))
 
