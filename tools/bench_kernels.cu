@@ -6,6 +6,7 @@
 #include <normtune/common/numeric.h>
 
 #include "normalization/src/kernels/block_scale.h"
+#include "normalization/src/kernels/vec.cuh"
 
 namespace normtune::bench {
 
@@ -43,8 +44,6 @@ template <typename T>
 __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ c,
                                 uint8_t* __restrict__ d, uint8_t* __restrict__ e, size_t nvec) {
   constexpr int kN = sizeof(uint4) / sizeof(T);
-  using Codes = std::conditional_t<kN == 8, uint2, std::conditional_t<kN == 4, uint32_t, uint4>>;
-  static_assert(sizeof(Codes) == kN, "one fp8 code per element");
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < nvec;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     uint4 x = a[i];
@@ -56,13 +55,13 @@ __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __rest
       for (int k = 0; k < kN; ++k) xs[k] = from_float<T>(to_float(xs[k]) + to_float(ys[k]));
       c[i] = x;
     }
-    Codes out;
-    uint8_t* codes = reinterpret_cast<uint8_t*>(&out);
+    // The kernels' conversion (store_floats: the hardware's two-at-a-time cvt where it has one).
     const T* xs = reinterpret_cast<const T*>(&x);
+    float f[kN];
 #pragma unroll
-    for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k])).bits;
-    reinterpret_cast<Codes*>(d)[i] = out;
-    if (e != nullptr) reinterpret_cast<Codes*>(e)[i] = out;
+    for (int k = 0; k < kN; ++k) f[k] = to_float(xs[k]);
+    store_floats(f, reinterpret_cast<fp8e4m3_t*>(d) + i * kN);
+    if (e != nullptr) store_floats(f, reinterpret_cast<fp8e4m3_t*>(e) + i * kN);
   }
 }
 
@@ -86,10 +85,10 @@ __global__ void cast_fp4_kernel(const uint4* __restrict__ a, const uint4* __rest
       for (int k = 0; k < kN; ++k) xs[k] = from_float<T>(to_float(xs[k]) + to_float(ys[k]));
       c[i] = x;
     }
-    uint32_t w = 0;
+    float f[kN];
 #pragma unroll
-    for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(to_float(xs[k])) << (4 * k);
-    reinterpret_cast<Codes*>(d)[i] = static_cast<Codes>(w);
+    for (int k = 0; k < kN; ++k) f[k] = to_float(xs[k]);
+    reinterpret_cast<Codes*>(d)[i] = static_cast<Codes>(fp4e2m1_codes</*kCanonicalNan=*/false>(f));
   }
 }
 
@@ -135,19 +134,15 @@ __global__ void block_quantize_kernel(const T* __restrict__ x, uint8_t* __restri
     for (int v = 0; v < kBlock / kN; ++v) {
       const uint4 u = in[v];
       const T* xs = reinterpret_cast<const T*>(&u);
+      float f[kN];
+#pragma unroll
+      for (int k = 0; k < kN; ++k) f[k] = to_float(xs[k]) * mult;
       if constexpr (kFp4) {
-        uint32_t w = 0;
-#pragma unroll
-        for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(to_float(xs[k]) * mult) << (4 * k);
         using Codes = std::conditional_t<kN == 8, uint32_t, uint16_t>;
-        reinterpret_cast<Codes*>(z + (i * kBlock + v * kN) / 2)[0] = static_cast<Codes>(w);
+        reinterpret_cast<Codes*>(z + (i * kBlock + v * kN) / 2)[0] =
+            static_cast<Codes>(fp4e2m1_codes</*kCanonicalNan=*/true>(f));
       } else {
-        using Codes = std::conditional_t<kN == 8, uint2, uint32_t>;  // one fp8 code per element
-        Codes out;
-        uint8_t* codes = reinterpret_cast<uint8_t*>(&out);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) codes[k] = from_float<fp8e4m3_t>(to_float(xs[k]) * mult).bits;
-        reinterpret_cast<Codes*>(z + i * kBlock + v * kN)[0] = out;
+        store_floats(f, reinterpret_cast<fp8e4m3_t*>(z + i * kBlock + v * kN));
       }
     }
   }

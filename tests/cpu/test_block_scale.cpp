@@ -46,6 +46,21 @@ TEST(Fp4Code, EqualsTheReferenceConversionBitForBit) {
   EXPECT_EQ(fp4e2m1_code(NAN), 0x7u);  // NaN: +6, as the conversion instruction
 }
 
+// The packed form: value k's code in bits 4k..4k+3, the same codes as one at a time (on the
+// host both instantiations make the NaN test: a negative NaN still gives +6).
+TEST(Fp4E2M1Code, CodesPackedEightToAWord) {
+  const float y[8] = {0.25f, -0.26f, 0.75f, -1.75f, 2.5f, -5.01f, -NAN, 100.f};
+  const float y4[4] = {-0.f, 3.5f, -1.25f, 0.5f};
+  uint32_t want = 0, want4 = 0;
+  for (int k = 0; k < 8; ++k) want |= fp4e2m1_code(y[k]) << (4 * k);
+  for (int k = 0; k < 4; ++k) want4 |= fp4e2m1_code(y4[k]) << (4 * k);
+  EXPECT_EQ(want, 0x77F4C290u);  // (spelled out: 0 9 2 C 4 F 7 7 from value 0 up)
+  EXPECT_EQ(fp4e2m1_codes<true>(y), want);
+  EXPECT_EQ(fp4e2m1_codes<false>(y), want);
+  EXPECT_EQ(fp4e2m1_codes<true>(y4), want4);
+  EXPECT_EQ(want4, 0x1A68u);
+}
+
 TEST(Nvfp4Scale, EncodeScaleFromTheGlobalAmax) {
   EXPECT_EQ(nvfp4_encode_scale(2688.f), 1.f);
   EXPECT_EQ(nvfp4_encode_scale(100.f), 2688.f / 100.f);

@@ -66,14 +66,13 @@ struct BlockQuantizer {
     }
   }
 
-  // The codes of kN values (already multiplied) of z from element `elem` of z on.
+  // The codes of kN values (already multiplied: a NaN among them is a multiply's) of z from
+  // element `elem` of z on.
   template <int kN>
   __device__ __forceinline__ static void store_codes(const float (&y)[kN], void* z, int64_t elem) {
     if constexpr (kFp4) {
       static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
-      uint32_t w = 0;
-#pragma unroll
-      for (int k = 0; k < kN; ++k) w |= fp4e2m1_code(y[k]) << (4 * k);
+      const uint32_t w = fp4e2m1_codes</*kCanonicalNan=*/true>(y);  // (y: the products value * multiplier)
       uint8_t* dst = static_cast<uint8_t*>(z) + elem / 2;
       if constexpr (kN == 8) {
         *reinterpret_cast<uint32_t*>(dst) = w;

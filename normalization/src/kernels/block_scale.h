@@ -115,14 +115,40 @@ NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_
 // ties go the same way), and the min is taken of the rounded lines (rounding is monotonic,
 // so that is the rounded min), as integers (positive floats order as their bits; a NaN's
 // bits are above every number's, so NaN gives 7). The code is then the low 3 bits.
-NORMTUNE_HD_INLINE uint32_t fp4e2m1_code(float x) {
+// fp4e2m1_magnitude is the magnitude's part: the code of |x| in the low 3 bits (the bits above
+// are those of the float 2^23, garbage to the caller).
+NORMTUNE_HD_INLINE uint32_t fp4e2m1_magnitude(float x) {
   constexpr float kMagic = 8388608.f;  // 2^23: its ulp is 1
   const float a = fabsf(x);
   const uint32_t lo = float_bits(fmaf(a, 2.f, kMagic)), mid = float_bits(a + (kMagic + 2.f)),
                  hi = float_bits(fmaf(a, 0.5f, kMagic + 4.f));
-  const uint32_t t = detail::min_u32(detail::min_u32(lo, mid), detail::min_u32(hi, float_bits(kMagic + 7.f)));
+  return detail::min_u32(detail::min_u32(lo, mid), detail::min_u32(hi, float_bits(kMagic + 7.f)));
+}
+NORMTUNE_HD_INLINE uint32_t fp4e2m1_code(float x) {
   const uint32_t sign = x == x ? (float_bits(x) >> 28) & 0x8u : 0u;
-  return (t & 0x7u) | sign;
+  return (fp4e2m1_magnitude(x) & 0x7u) | sign;
+}
+
+// The codes of kN values, value k in bits 4k..4k+3 (kN <= 8), each as fp4e2m1_code gives it.
+// kCanonicalNan: the caller's values came out of a float multiply, and on an NVIDIA GPU every
+// NaN such an instruction produces is the canonical 0x7FFFFFFF, sign clear; the sign is then
+// taken from the bits without fp4e2m1_code's NaN test (two of the eleven instructions per
+// code in the SASS). The host and AMD GPUs (which keep a NaN's sign) make the test.
+template <bool kCanonicalNan, int kN>
+NORMTUNE_HD_INLINE uint32_t fp4e2m1_codes(const float (&y)[kN]) {
+  static_assert(kN >= 1 && kN <= 8, "eight 4-bit codes per 32-bit word");
+  uint32_t w = 0;
+#if defined(__CUDA_ARCH__)
+  constexpr bool kSignFromBits = kCanonicalNan;
+#else
+  constexpr bool kSignFromBits = false;
+#endif
+  for (int k = 0; k < kN; ++k) {  // (unrolled by the compiler: no pragma in host-compiled code)
+    const uint32_t code =
+        kSignFromBits ? (fp4e2m1_magnitude(y[k]) & 0x7u) | ((float_bits(y[k]) >> 28) & 0x8u) : fp4e2m1_code(y[k]);
+    w |= code << (4 * k);
+  }
+  return w;
 }
 
 // ---- NVFP4 --------------------------------------------------------------------------------
