@@ -1327,12 +1327,15 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
   }
   EXPECT_EQ(tally.wrong, 0u);
   EXPECT_LE(tally.scale_diffs, std::max<size_t>(2, tally.blocks / 1000));
-  // A flip is a value within midpoint_straddle's window (2 x fp32's rtol, 4e-5 of the value)
-  // of a rounding midpoint; an e4m3 step is 1/16-1/8 of the value, so up to about 1e-3 of
-  // uniformly placed values could land there. 1x128 blocks scale by fp8_max / amax, not a
-  // power of two, so the kernel's fp32 product value * scale is rounded once more than the
-  // reference's: measured 21 of 151552 codes (1.4e-4) for RMSNorm + add 37x4096 bf16 -> e4m3.
-  EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / 2000));  // <= 5e-4 of the codes
+  // At most 1e-4 of the codes flip (the bound), but 5e-4 for 1x128 FP8: a flip is a
+  // value within midpoint_straddle's window (2 x fp32's rtol, 4e-5 of the value) of a
+  // rounding midpoint; an e4m3 step is 1/16-1/8 of the value (e2m1's 1/4-1/2), so up to about
+  // 1e-3 of uniformly placed values could land there, and 1x128 blocks scale by fp8_max /
+  // amax, no power of two, so the kernel's fp32 product value * scale is rounded once more
+  // than the reference's. Measured on the H200: 21 of 151552 codes (1.4e-4) for RMSNorm + add
+  // 37x4096 bf16 -> e4m3 1x128; the e2m1 formats within 1e-4.
+  const size_t flip_share = m == ScalingMode::kBlock1D ? 2000 : 10000;
+  EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
   const size_t width = fp32_scales ? 4 : 1;
   size_t padding_touched = 0;
   for (size_t i = 0; i < written.size(); ++i) {
