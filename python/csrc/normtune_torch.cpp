@@ -453,7 +453,7 @@ enum class NormOp { kRms, kLayer, kRmsAdd };
 // kBlock: the other row-wise block scalings (QuantCall::block says which): NVFP4 (y e2m1 as
 // torch.float4_e2m1fn_x2 [..., H / 2], E4M3 scales [roundup(rows, 128), roundup(H / 16, 4)],
 // the global amax an optional input), MXFP4 (E8M0 scales per 32, shaped as MXFP8's), FP8 with
-// 1x128 blocks (fp32 scale_inv [H / 128, roundup(rows, 4)], TransformerEngine's transposed
+// 1x128 blocks (fp32 scale_inv [ceil(H / 128), roundup(rows, 4)], TransformerEngine's transposed
 // layout); NVFP4 and MXFP4 scales compact or GEMM-swizzled.
 enum class Quant { kFp8, kMxfp8, kAmax, kMxfp8Colwise, kBlock };
 bool is_mx(Quant q) { return q == Quant::kMxfp8 || q == Quant::kMxfp8Colwise; }
@@ -506,9 +506,12 @@ void check_quant_args(const QuantCall& q) {
   check_shapes(q.op, q.x, q.weight);
   if (q.quant != Quant::kAmax && !(q.quant == Quant::kBlock && block_fp4(q.block))) check_fp8_dtype(q.op, q.out_dtype);
   if (q.quant == Quant::kBlock || is_mx(q.quant)) {
-    const int64_t block = q.quant == Quant::kBlock ? block_size(q.block) : 32;
-    TORCH_CHECK(q.x.sym_size(-1) % block == 0, "normtune.", q.op, ": the last dim of x (", sym_str(q.x.sym_size(-1)),
-                ") must be a multiple of ", std::to_string(block), " (the format's blocks)");
+    // (fp8_block128: of 16; a row's last block of 128 may be partial, as in TransformerEngine.)
+    const bool ragged = q.quant == Quant::kBlock && q.block == Block::kFp8Block128;
+    const int64_t multiple = ragged ? 16 : q.quant == Quant::kBlock ? block_size(q.block) : 32;
+    TORCH_CHECK(q.x.sym_size(-1) % multiple == 0, "normtune.", q.op, ": the last dim of x (", sym_str(q.x.sym_size(-1)),
+                ") must be a multiple of ", std::to_string(multiple),
+                ragged ? " (fp8_block128: its last block of 128 may be partial)" : " (the format's blocks)");
   }
   if (q.quant == Quant::kBlock) {
     TORCH_CHECK(!(q.swizzled && q.block == Block::kFp8Block128), "normtune.", q.op,
@@ -549,7 +552,7 @@ std::vector<c10::SymInt> mx_colwise_scale_shape(const Tensor& x) {
 
 // The row-wise scales of a kBlock format for x.
 std::vector<c10::SymInt> block_scale_shape(Block b, const Tensor& x) {
-  if (b == Block::kFp8Block128) return {x.sym_size(-1) / 128, (sym_rows(x) + 3) / 4 * 4};
+  if (b == Block::kFp8Block128) return {(x.sym_size(-1) + 127) / 128, (sym_rows(x) + 3) / 4 * 4};
   return {(sym_rows(x) + 127) / 128 * 128, (x.sym_size(-1) / block_size(b) + 3) / 4 * 4};
 }
 

@@ -107,10 +107,11 @@ def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "
       from a previous pass or step; None: an encode scale of 1);
     - 'mxfp4': y e2m1, one E8M0 scale per 32 (torch.float8_e8m0fnu, shaped as MXFP8's);
     - 'fp8_block128': y fp8_dtype, one fp32 scale_inv per 128 elements of a row, in
-      TransformerEngine's transposed layout [H / 128, roundup(rows, 4)].
+      TransformerEngine's transposed layout [ceil(H / 128), roundup(rows, 4)] (a row's last
+      block may be partial).
 
     swizzled=True writes nvfp4 / mxfp4 scales in the 128x4 tiles GEMMs read. H must be a
-    multiple of the block. Returns (y, scales), with a residual (y, scales, x + residual).
+    multiple of the block (fp8_block128: of 16). Returns (y, scales), with a residual (y, scales, x + residual).
     Forward only, as the other quantized ops."""
     if residual is None:
         y, scales, _ = torch.ops.normtune.rms_norm_block.default(x, weight, eps, format, fp8_dtype, global_amax,

@@ -159,13 +159,16 @@ def test_block_scaled_ops_shapes_and_dtypes():
         # MXFP4: E8M0 per 32, MXFP8's shape; 1056 / 32 = 33 blocks -> 36.
         y, scales = normtune.layer_norm_block_scaled(x[:, :1, :1056], w[:1056], w[:1056], "mxfp4")
         assert y.shape == (3, 1, 528) and scales.shape == (128, 36) and scales.dtype == torch.float8_e8m0fnu
-        # FP8 1x128: fp32 scale_inv [H / 128, roundup(rows, 4)] (TransformerEngine's transposed layout).
+        # FP8 1x128: fp32 scale_inv [ceil(H / 128), roundup(rows, 4)] (TransformerEngine's transposed layout).
         for fp8 in (torch.float8_e4m3fn, torch.float8_e5m2):
             y, scales = normtune.rms_norm_block_scaled(x, w, "fp8_block128", fp8_dtype=fp8)
             assert y.shape == x.shape and y.dtype == fp8
             assert scales.shape == (32, 300) and scales.dtype == torch.float32
         y, scales = normtune.layer_norm_block_scaled(x[:1, :7], w, w, "fp8_block128")
         assert scales.shape == (32, 8)  # 7 rows -> 8
+        # A partial last block: H = 1056 = 8 x 128 + 32 -> ceil(1056 / 128) = 9 rows of scales.
+        y, scales = normtune.rms_norm_block_scaled(x[:, :, :1056], w[:1056], "fp8_block128")
+        assert y.shape == (3, 100, 1056) and scales.shape == (9, 300)
 
 
 def test_block_scaled_ops_bad_arguments():
@@ -174,8 +177,8 @@ def test_block_scaled_ops_bad_arguments():
         w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
         with pytest.raises(RuntimeError, match="format must be 'nvfp4', 'mxfp4' or 'fp8_block128', got 'nvfp8'"):
             normtune.rms_norm_block_scaled(x, w, "nvfp8")
-        with pytest.raises(RuntimeError, match=r"the last dim of x \(1056\) must be a multiple of 128"):
-            normtune.rms_norm_block_scaled(x[:, :1056], w[:1056], "fp8_block128")
+        with pytest.raises(RuntimeError, match=r"the last dim of x \(1000\) must be a multiple of 16 \(fp8_block128"):
+            normtune.rms_norm_block_scaled(x[:, :1000], w[:1000], "fp8_block128")
         with pytest.raises(RuntimeError, match="must be a multiple of 16"):
             normtune.rms_norm_block_scaled(x[:, :40], w[:40], "nvfp4")
         with pytest.raises(RuntimeError, match="global_amax must be one fp32 value"):

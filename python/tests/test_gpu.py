@@ -342,6 +342,24 @@ def test_block_scaled_outputs(norm, fmt):
         torch.testing.assert_close(ratio, torch.full_like(ratio, 448.0), rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+def test_fp8_block128_partial_last_block(norm):
+    rows, hidden = 33, 1040  # eight blocks of 128, then one of 16 (TransformerEngine allows it)
+    x, r, w, b = norm_inputs(11, rows, hidden)
+    (y, scales), want = run_variant(
+        norm, lambda x, w, residual=None: normtune.rms_norm_block_scaled(x, w, "fp8_block128", residual=residual),
+        lambda x, w, b: normtune.layer_norm_block_scaled(x, w, b, "fp8_block128"), x, r, w, b)
+    assert y.shape == (rows, hidden) and scales.shape == (9, 36)  # ceil(1040 / 128), roundup(33, 4)
+    unit = scales[:, :rows].t().double()
+    u = unit.repeat_interleave(128, dim=1)[:, :hidden]
+    rel, sub = fp8_code_tolerance(torch.float8_e4m3fn)
+    excess = (y.double() * u - want).abs() - rel * want.abs() - sub * u - 1e-5
+    assert excess.max().item() <= 0, f"max excess {excess.max().item()}"
+    # Every block's scale_inv is its amax / 448, the last one's from its 16 values alone.
+    block_max = torch.nn.functional.pad(want.abs(), (0, 9 * 128 - hidden)).view(rows, 9, 128).amax(-1)
+    torch.testing.assert_close(block_max / unit, torch.full_like(block_max, 448.0), rtol=1e-5, atol=0)
+
+
 def test_quantized_ops_opcheck_and_compile():
     x = torch.randn(6, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)

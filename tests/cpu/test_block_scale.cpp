@@ -155,6 +155,16 @@ TEST(BlockScaleLayout, FormatsShapesAndOffsets) {
   EXPECT_EQ(block_scale_cols(ScalingMode::kMxfp4_1D, 200, 7168), 224);
   EXPECT_EQ(block_scale_rows(ScalingMode::kBlock1D, 200, 7168), 56);
   EXPECT_EQ(block_scale_cols(ScalingMode::kBlock1D, 201, 7168), 204);
+  // 1x128 with a partial last block (TE: ceildiv(hidden, 128) rows of scales); hidden a
+  // multiple of 16 there, of the block elsewhere.
+  EXPECT_EQ(block_scale_rows(ScalingMode::kBlock1D, 200, 1040), 9);
+  EXPECT_EQ(block_scale_rows(ScalingMode::kBlock1D, 3, 16), 1);
+  EXPECT_EQ(blocks_per_row(ScalingMode::kBlock1D, 65648), 513);
+  EXPECT_EQ(blocks_per_row(ScalingMode::kNvfp4_1D, 7168), 448);
+  EXPECT_EQ(block_hidden_multiple(ScalingMode::kBlock1D), 16);
+  EXPECT_EQ(block_hidden_multiple(ScalingMode::kNvfp4_1D), 16);
+  EXPECT_EQ(block_hidden_multiple(ScalingMode::kMxfp4_1D), 32);
+  EXPECT_EQ(block_hidden_multiple(ScalingMode::kMxfp8_1D), 32);
   // MXFP8's offsets are mx_scale_offset's.
   for (const bool sw : {false, true}) {
     for (int64_t r : {0, 5, 127, 128, 199}) {

@@ -536,14 +536,14 @@ TEST_F(FwdErrors, BlockScaledOutputBuffers) {
   nvte_set_tensor_param_v2(m4, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
   accepted(m4);
 
-  // FP8 with 1x128 blocks: fp8 data, fp32 scale_inv [hidden / 128, roundup(rows, 4)] = [32, 8].
+  // FP8 with 1x128 blocks: fp8 data, fp32 scale_inv [ceil(hidden / 128), roundup(rows, 4)] = [32, 8].
   Handle b1{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, kHidden}, kNVTEFloat4E2M1};
   expect(b1, "argument 'z': expected dtype fp8e4m3 or fp8e5m2 for NVTE_BLOCK_SCALING_1D, got fp4e2m1");
   b1.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E4M3);
   expect(b1, "argument 'z.scale_inv (kNVTERowwiseScaleInv)': expected the fp32 block scales, fp32 of shape [32, 8], "
              "got none");
   b1.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {8, 32}, kNVTEFloat32);  // not transposed: TE's is
-  expect(b1, "expected fp32 of shape [32, 8] = [hidden / 128, roundup(rows, 4)], got fp32 of shape [8, 32]");
+  expect(b1, "expected fp32 of shape [32, 8] = [ceil(hidden / 128), roundup(rows, 4)], got fp32 of shape [8, 32]");
   b1.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {32, 8}, kNVTEFloat32);
   accepted(b1);
   b1.set(fake(0x400000), {kRows, kHidden}, kNVTEFloat8E5M2);
@@ -557,11 +557,21 @@ TEST_F(FwdErrors, BlockScaledOutputBuffers) {
   nvte_set_tensor_param_v2(b1, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
   expect(b1, "argument 'z (kNVTEWithGEMMSwizzledScales)': expected false for NVTE_BLOCK_SCALING_1D");
   {
-    Handle x64{fake(0x100000), {kRows, 64}, kNVTEBFloat16}, g64{fake(0x200000), {64}, kNVTEBFloat16},
-        z64{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, 64}, kNVTEFloat8E4M3};
-    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x64, g64, 1e-5f, z64, rsigma, workspace, 0, false, nullptr); },
-                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 128 (1x128-block FP8 "
-                                               "blocks of 128 elements), got 64")));
+    // A partial last block (hidden 64 + 128 x k, as TransformerEngine allows): scale rows
+    // ceil(hidden / 128); hidden must still be a multiple of 16.
+    Handle x64{fake(0x100000), {kRows, 1088}, kNVTEBFloat16}, g64{fake(0x200000), {1088}, kNVTEBFloat16},
+        z64{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, 1088}, kNVTEFloat8E4M3};
+    auto rms64 = [&] { nvte_rmsnorm_fwd(x64, g64, 1e-5f, z64, rsigma, workspace, 0, false, nullptr); };
+    z64.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {8, 8}, kNVTEFloat32);
+    EXPECT_THAT(rms64, ThrowsMessage<Error>(HasSubstr("expected fp32 of shape [9, 8] = [ceil(hidden / 128), "
+                                                      "roundup(rows, 4)], got fp32 of shape [8, 8]")));
+    z64.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {9, 8}, kNVTEFloat32);
+    expect_rejected_after_the_data_checks(rms64);
+    Handle x40{fake(0x100000), {kRows, 40}, kNVTEBFloat16}, g40{fake(0x200000), {40}, kNVTEBFloat16},
+        z40{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, 40}, kNVTEFloat8E4M3};
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x40, g40, 1e-5f, z40, rsigma, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 16 (1x128-block FP8 "
+                                               "blocks of 128 elements, a row's last one may be partial), got 40")));
   }
 }
 

@@ -1277,10 +1277,12 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
   std::vector<bool> written(r.srows * r.scols, false);
   MxTally tally;
   HostArray code(k.o, 1);
+  const size_t blocks = static_cast<size_t>(blocks_per_row(m, static_cast<int64_t>(k.hidden)));
   for (size_t row = 0; row < k.rows; ++row) {
-    for (size_t blk = 0; blk < k.hidden / block; ++blk) {
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      const size_t len = std::min(block, k.hidden - blk * block);  // (1x128: the last block may be partial)
       double amax = 0;
-      for (size_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(r.want.z[row * k.hidden + blk * block + j]));
+      for (size_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(r.want.z[row * k.hidden + blk * block + j]));
       const auto at = static_cast<size_t>(block_scale_offset(m, static_cast<int64_t>(row), static_cast<int64_t>(blk),
                                                              static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden),
                                                              k.swizzled));
@@ -1310,7 +1312,7 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
                                            : nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(got_scale)),
                                                                     1.f / s_enc);
       }
-      for (size_t j = 0; j < block; ++j) {
+      for (size_t j = 0; j < len; ++j) {
         const size_t i = row * k.hidden + blk * block + j;
         ++tally.codes;
         const double target = r.want.z[i] * mult;
@@ -1388,8 +1390,10 @@ TEST_F(NormFwdGpu, Mxfp4OutputRowwise) {
 }
 
 // FP8 with 1x128 block scales (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling
-// row-wise data): fp32 scale_inv per 128 elements in the transposed [hidden / 128,
-// roundup(rows, 4)] tensor, scale = fp8_max / amax.
+// row-wise data): fp32 scale_inv per 128 elements in the transposed [ceil(hidden / 128),
+// roundup(rows, 4)] tensor, scale = fp8_max / amax. hidden need not be a multiple of 128
+// (as in TE): the last block of a row then holds the rest (16 to 112 elements here, one
+// block of 16 alone, a long row over a cluster), its scale from those.
 TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
   const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2, bf = DType::kBFloat16, hf = DType::kFloat16,
               f32 = DType::kFloat32;
@@ -1402,7 +1406,15 @@ TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
                              // fp32: a block is a whole warp (32 lanes), 4 rows per CTA.
                              BlockCase{NormType::kRMSNorm, false, f32, e4, b1, 9, 384, false, false},
                              BlockCase{NormType::kLayerNorm, false, bf, e4, b1, 300, 384, false, false},
-                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 201, 7168, false, false}}) {
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 201, 7168, false, false},
+                             // A partial last block: 8 x 128 + 16, 16 x 128 + 16, 3 x 128 + 16
+                             // (fp32: the block a whole warp), 16 alone, 512 x 128 + 112.
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 37, 1040, false, false},
+                             BlockCase{NormType::kRMSNorm, true, bf, e4, b1, 37, 1040, false, false},
+                             BlockCase{NormType::kLayerNorm, false, hf, e5, b1, 5, 2064, false, false},
+                             BlockCase{NormType::kRMSNorm, false, f32, e4, b1, 9, 400, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 3, 16, false, false},
+                             BlockCase{NormType::kRMSNorm, false, bf, e4, b1, 2, 65648, false, false}}) {
     SCOPED_TRACE(k.describe());
     expect_block_output(k, run_block(k, 79));
   }

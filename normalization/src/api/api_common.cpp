@@ -202,7 +202,8 @@ void check_scale_tensor(const BasicTensor& s, const char* name, const char* what
 }
 
 // A block-scaled z (kernels/block_scale.h): row-wise data of the format's dtype (fp8; e2m1
-// for NVFP4 and MXFP4), hidden a multiple of the block, its scales in scale_inv, shaped as
+// for NVFP4 and MXFP4), hidden a multiple of the block (of 16 for 1x128 FP8, whose last block
+// may be partial), its scales in scale_inv, shaped as
 // TransformerEngine allocates them (the padding is not written); no per-tensor scale; an
 // amax only for NVFP4 (its global amax, read). MXFP8 may have column-wise data too: FP8 of
 // the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column in
@@ -216,9 +217,11 @@ void check_block_scaled_output(const Tensor& z, ScalingMode mode, size_t rows, s
                      detail::concat(fp4 ? "dtype fp4e2m1" : "dtype fp8e4m3 or fp8e5m2", " for ", format),
                      dtype_name(z.data.dtype));
   const size_t block = static_cast<size_t>(block_elements(mode));
-  NORMTUNE_CHECK_ARG(hidden % block == 0, "z",
-                     detail::concat("a hidden size divisible by ", block, " (", block_format_short(mode), " blocks of ", block,
-                                    " elements)"),
+  const size_t multiple = static_cast<size_t>(block_hidden_multiple(mode));
+  NORMTUNE_CHECK_ARG(hidden % multiple == 0, "z",
+                     detail::concat("a hidden size divisible by ", multiple, " (", block_format_short(mode), " blocks of ",
+                                    block, " elements", multiple == block ? "" : ", a row's last one may be partial",
+                                    ")"),
                      hidden);
   constexpr const char* kCs = "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)";
   if (mode != ScalingMode::kMxfp8_1D) {
@@ -246,7 +249,7 @@ void check_block_scaled_output(const Tensor& z, ScalingMode mode, size_t rows, s
   const DType sdtype = block_scale_dtype(mode);
   const std::string formula =
       mode == ScalingMode::kBlock1D
-          ? std::string("[hidden / 128, roundup(rows, 4)]")
+          ? std::string("[ceil(hidden / 128), roundup(rows, 4)]")
           : detail::concat("[roundup(rows, 128), roundup(hidden / ", block, ", 4)]");
   check_scale_tensor(z.scale_inv, "z.scale_inv (kNVTERowwiseScaleInv)",
                      detail::concat("the ", block_scale_name(mode), " block scales").c_str(), sdtype,

@@ -21,7 +21,9 @@
 //   FP8 1x128 (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling row-wise data):
 //     fp8 codes, an fp32 scale_inv per 1x128 block, amax epsilon 0, scales not forced to
 //     powers of two (the C API's defaults; TE's PyTorch Float8BlockScaling recipe forces
-//     powers of two by default, so its bytes differ):
+//     powers of two by default, so its bytes differ). hidden need not be a multiple of 128
+//     (as in TE): a row's last block may be partial, its amax and scale over the elements it
+//     has (hidden a multiple of 16, block_hidden_multiple):
 //       scale = fp8_max / amax (FLT_MAX at most; 1 when the amax is 0, inf or NaN),
 //       codes = fp8(value * scale),  scale_inv = 1 / scale (rounded from double).
 // Scale tensors (row-wise, for [rows, hidden] data), as TransformerEngine allocates them:
@@ -29,7 +31,7 @@
 //   NVFP4:        e4m3 [roundup(rows, 128), roundup(hidden / 16, 4)]
 //     compact (row-major) or, with kNVTEWithGEMMSwizzledScales, in the 128x4 tiles of 512
 //     scales cuBLAS reads (mx_scale_offset's formula);
-//   FP8 1x128:    fp32 [hidden / 128, roundup(rows, 4)], the transpose TE calls GEMM-ready:
+//   FP8 1x128:    fp32 [ceil(hidden / 128), roundup(rows, 4)], the transpose TE calls GEMM-ready:
 //     the scale of (row, block b) at b * roundup(rows, 4) + row.
 // The padding of a scale tensor is never written. e2m1 codes: element 2i in the low nibble of
 // byte i, element 2i + 1 in the high nibble (TransformerEngine's and FlashInfer's layout).
@@ -73,12 +75,21 @@ constexpr DType block_scale_dtype(ScalingMode m) {
   }
 }
 
+// What hidden must be a multiple of: the block, but 16 for FP8 1x128, whose last block of a
+// row may be partial (16: 16-byte rows of x in every dtype, 16-byte rows of fp8 z).
+constexpr int block_hidden_multiple(ScalingMode m) { return m == ScalingMode::kBlock1D ? 16 : block_elements(m); }
+
+// Blocks per row (the last one partial when hidden is not a multiple of the block).
+constexpr int64_t blocks_per_row(ScalingMode m, int64_t hidden) {
+  return (hidden + block_elements(m) - 1) / block_elements(m);
+}
+
 // Whether z's codes are e2m1 (else fp8).
 constexpr bool block_codes_fp4(ScalingMode m) { return m == ScalingMode::kNvfp4_1D || m == ScalingMode::kMxfp4_1D; }
 
 // The row-wise scale tensor's shape.
 constexpr int64_t block_scale_rows(ScalingMode m, int64_t rows, int64_t hidden) {
-  return m == ScalingMode::kBlock1D ? hidden / kFp8Block128 : mx_scale_rows(rows);
+  return m == ScalingMode::kBlock1D ? blocks_per_row(m, hidden) : mx_scale_rows(rows);
 }
 constexpr int64_t block_scale_cols(ScalingMode m, int64_t rows, int64_t hidden) {
   if (m == ScalingMode::kBlock1D) return (rows + 3) / 4 * 4;
