@@ -290,6 +290,9 @@ struct GeneralFwd {
   }
 };
 
+// The warp of the architecture the tuned tables are written for (registry/tuned/sm90.def).
+inline constexpr int kSm90WarpSize = 32;
+
 // A tuned entry: hidden size and plan fixed at compile time (a table line); needs 16-byte
 // aligned data.
 template <typename Traits, int kHidden, FwdPlan kPlan>
@@ -324,9 +327,11 @@ struct TunedFwd {
                     (kPlan.ctas_per_row == 1 || (kPlan.rows_per_cta == 1 && kPlan.threads_per_row >= platform::kWarpSize)),
                 "at most kMaxCtaThreads threads per CTA, kMaxCtasPerRow CTAs per row; in a cluster one row per "
                 "CTA and at least a warp per CTA (the cluster reduction's push uses one thread per peer)");
+  // (Whole warps of the table's architecture: sm_90's 32 lanes. The HIP build compiles the
+  // sm_90 table too, with 64-lane wavefronts, but never selects its entries: another family.)
   static_assert(!Traits::kBlockScaled ||
                     (kStaged && kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0 &&
-                     kPlan.threads_per_row * kPlan.rows_per_cta % platform::kWarpSize == 0),
+                     kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
                 "a block-scaled tuned plan is staged, with whole blocks per group of lanes and whole warps (the "
                 "block's shuffles take every lane of a warp)");
   static constexpr WorkspaceFn workspace = nullptr;
