@@ -187,19 +187,20 @@ std::vector<double> ZOutput::row(size_t r) const {
   if (format_ == ZFormat::kFp8) {
     const double inv = scale_inv();
     for (double& x : v) x *= inv;
-  } else if (is_mxfp8(format_)) {
-    host_scales_.resize(scale_cols_);
-    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_scales_.data(), static_cast<const uint8_t*>(block_scales_->ptr) + r * scale_cols_,
-                                   scale_cols_, cudaMemcpyDeviceToHost));
+  }
+  const ScalingMode mode = block_scaling_of(format_);
+  if (mode == ScalingMode::kNone) return v;
+  const size_t width = dtype_storage_bytes(block_scale_dtype(mode), 1);
+  NORMTUNE_CHECK(host_all_scales_.size() == width * scale_rows_ * scale_cols_, "ZOutput::row: load_scales() first");
+  if (is_mxfp8(format_)) {  // (compact: row r's exponents at r * scale_cols_)
+    host_scales_.assign(host_all_scales_.begin() + static_cast<std::ptrdiff_t>(r * scale_cols_),
+                        host_all_scales_.begin() + static_cast<std::ptrdiff_t>((r + 1) * scale_cols_));
     for (size_t i = 0; i < hidden_; ++i) v[i] *= e8m0_to_float(host_scales_[i / kMxBlockSize]);
-  } else if (const ScalingMode mode = block_scaling_of(format_); mode != ScalingMode::kNone) {
+  } else {
     // Each block's decode scale: 2^(E - 127) (MXFP4), float(E4M3) / S_enc (NVFP4), or the
     // fp32 scale_inv of the transposed 1x128 tensor.
     const size_t block = static_cast<size_t>(block_elements(mode)), blocks = hidden_ / block;
-    const DType sdtype = block_scale_dtype(mode);
-    const size_t width = dtype_storage_bytes(sdtype, 1);
     const float s_enc = nvfp4_encode_scale(kNvfp4GlobalAmax);
-    NORMTUNE_CHECK(host_all_scales_.size() == width * scale_rows_ * scale_cols_, "ZOutput::row: load_scales() first");
     host_units_.resize(blocks);
     for (size_t b = 0; b < blocks; ++b) {
       const auto at = static_cast<size_t>(block_scale_offset(mode, static_cast<int64_t>(r), static_cast<int64_t>(b),

@@ -88,7 +88,7 @@ class ZOutput {
   // Row r, dequantized (code x scale_inv, or x its block's scale), and the tolerance of each
   // of its elements against the fp64 value `want`: the format's rounding (one code either
   // side: an fp32 value next to a rounding midpoint) plus fp32 error.
-  // (Block-scaled z other than MXFP8: from the scales load_scales() copied last.)
+  // (Block-scaled z: from the scales load_scales() copied last.)
   std::vector<double> row(size_t r) const;
   // Copies the whole row-wise scale tensor to the host (once per call to verify: row() reads it).
   void load_scales() const;

@@ -539,10 +539,10 @@ void check_quant_args(const QuantCall& q) {
   }
 }
 
-// [roundup(rows, 128), roundup(H / 32, 4)]: the MXFP8 scales of a [rows, H] output.
-std::vector<c10::SymInt> mx_scale_shape(const Tensor& x) {
-  const c10::SymInt blocks = x.sym_size(-1) / 32;
-  return {(sym_rows(x) + 127) / 128 * 128, (blocks + 3) / 4 * 4};
+// [roundup(rows, 128), roundup(H / block, 4)]: the row-wise scales of a [rows, H] output with
+// 1 x block blocks (MXFP8, MXFP4: 32; NVFP4: 16).
+std::vector<c10::SymInt> row_scale_shape(const Tensor& x, int64_t block) {
+  return {(sym_rows(x) + 127) / 128 * 128, (x.sym_size(-1) / block + 3) / 4 * 4};
 }
 
 // [roundup(ceil(rows / 32), 4), roundup(H, 128)]: the column-wise MXFP8 scales.
@@ -553,7 +553,7 @@ std::vector<c10::SymInt> mx_colwise_scale_shape(const Tensor& x) {
 // The row-wise scales of a kBlock format for x.
 std::vector<c10::SymInt> block_scale_shape(Block b, const Tensor& x) {
   if (b == Block::kFp8Block128) return {(x.sym_size(-1) + 127) / 128, (sym_rows(x) + 3) / 4 * 4};
-  return {(sym_rows(x) + 127) / 128 * 128, (x.sym_size(-1) / block_size(b) + 3) / 4 * 4};
+  return row_scale_shape(x, block_size(b));
 }
 
 // The outputs of a quantized call, like x (on its device, or the meta device).
@@ -577,7 +577,7 @@ QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
   if (is_mx(q.quant)) {
     // Zeroed: the kernel leaves the padding as TransformerEngine does; zero there (e8m0 0 is
     // 2^-127, never NaN) keeps the output deterministic.
-    o.scales = at::zeros_symint(mx_scale_shape(x), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
+    o.scales = at::zeros_symint(row_scale_shape(x, 32), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
   }
   if (q.quant == Quant::kMxfp8Colwise) {
     o.y_colwise = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));

@@ -1438,7 +1438,7 @@ TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
     SCOPED_TRACE(k.describe());
     const BlockRun r = run_block(k, 83);
     expect_block_output(k, r);
-    const size_t block = static_cast<size_t>(block_elements(k.mode));
+    const auto blocks = static_cast<size_t>(blocks_per_row(k.mode, static_cast<int64_t>(k.hidden)));
     for (size_t i = k.nan_row * k.hidden; i < (k.nan_row + 1) * k.hidden; ++i) {
       if (k.o == f4) {
         ASSERT_EQ(r.z.get(i), 6.0) << i;
@@ -1446,7 +1446,7 @@ TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
         ASSERT_TRUE(std::isnan(r.z.get(i))) << i;
       }
     }
-    for (size_t blk = 0; blk < k.hidden / block; ++blk) {
+    for (size_t blk = 0; blk < blocks; ++blk) {
       const auto at = static_cast<size_t>(block_scale_offset(k.mode, static_cast<int64_t>(k.nan_row),
                                                              static_cast<int64_t>(blk), static_cast<int64_t>(k.rows),
                                                              static_cast<int64_t>(k.hidden), k.swizzled));
