@@ -286,8 +286,8 @@ TEST(Planner, LongRowsArePipelinedOnAClusterAndTheTunerTimesTheAlternatives) {
     const FwdPlan add = plan_forward(hidden, 8, true, NormType::kRMSNorm, Stage::kForwardAdd);
     EXPECT_EQ(add.layout, FwdLayout::kPipelined) << hidden;
     EXPECT_EQ(add.vecs_per_thread * add.threads_per_row, 2048) << hidden;
-    // LayerNorm's long rows stay staged.
-    EXPECT_EQ(plan_forward(hidden, 8, true, NormType::kLayerNorm).layout, FwdLayout::kStaged) << hidden;
+    // LayerNorm's long rows take the same plan (its pipelined kernel holds beta in shared memory).
+    EXPECT_EQ(plan_forward(hidden, 8, true, NormType::kLayerNorm), p) << hidden;
     const auto c = forward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);
     EXPECT_NE(std::find(c.begin(), c.end(), p), c.end()) << hidden << ": " << config_string(p);
     EXPECT_NE(std::find(c.begin(), c.end(), forward_streaming_plan()), c.end()) << hidden;
@@ -301,7 +301,7 @@ TEST(Planner, LongRowsArePipelinedOnAClusterAndTheTunerTimesTheAlternatives) {
   EXPECT_EQ(plan_forward(32768, 8, true, NormType::kRMSNorm, Stage::kForwardAdd),
             (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 512, .ctas_per_row = 2}));
   EXPECT_EQ(plan_forward(32768, 8, true, NormType::kLayerNorm),
-            (FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 256, .ctas_per_row = 2}));
+            (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8, .threads_per_row = 512, .ctas_per_row = 1}));
   // 262144 bf16: 8 CTAs of 512 threads, 8 vectors each; 16 CTAs past that; past 16 x 4096
   // vectors the staged layout (up to 32 per thread), then streaming.
   EXPECT_EQ(plan_forward(262144, 8, true), (FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8,

@@ -183,9 +183,9 @@ std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Prov
 int threads_per_row_for(int nvec, int n, int warp_size);
 
 // The built-in heuristics. vector_elements: elements per vector access (1 when the data is not
-// vector-aligned). clusters: whether rows may be split over a thread-block cluster. norm and
-// stage (Forward or ForwardAdd): LayerNorm's long rows are staged, RMSNorm's pipelined, with
-// half the slice per CTA when the residual is staged too.
+// vector-aligned). clusters: whether rows may be split over a thread-block cluster. stage
+// (Forward or ForwardAdd): long rows are pipelined, with half the slice per CTA when the
+// residual is staged too. norm: RMSNorm and LayerNorm take the same plans.
 FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters, NormType norm = NormType::kRMSNorm,
                      Stage stage = Stage::kForward);
 BwdPlan plan_backward(int hidden_size, int vector_elements);
@@ -207,7 +207,7 @@ bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
 // What `normtune tune` times for a hidden size (vector-aligned data): every layout the
 // general kernel can take, all of which fit.
 // Forward: registers and staged layouts of one CTA; max_cluster > 1 adds layouts that split a
-// long row over a cluster of up to that many CTAs (registers or staged); rows of 1024 vectors
+// long row over a cluster of up to that many CTAs (registers or staged); rows of 256 vectors
 // and more get the pipelined layouts (one CTA or a cluster per row); rows longer than 2048
 // vectors also get the streaming layout.
 std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size,

@@ -115,7 +115,7 @@ struct RowStats {
   }
   __device__ __forceinline__ Floats<3> to_mean_var() const {
     if (count == 0.f) return {{0.f, 0.f, 0.f}};
-    const float m = a / count;
+    const float m = __fdividef(a, count);  // count: a small integer (see MeanVarOp)
     return {{count, shift + m, fmaxf(b - a * m, 0.f)}};
   }
 };

@@ -30,14 +30,27 @@ namespace normtune {
 
 inline constexpr int kMaxPipelineStages = 4;
 
-// Shared memory of the ring: per stage the CTA's slice of x (and of the residual).
+// Shared memory of the ring: per stage the CTA's slice of x (and of the residual); after the
+// ring, LayerNorm's slice of beta when it is held there (kBetaInSmem).
+// LayerNorm keeps beta in shared memory, written once per CTA and read back by the thread
+// that wrote it, and gamma in registers: with both in registers the 8-vector slices ran out
+// of the 128 registers a 512-thread CTA leaves (136-176 bytes of stack per thread, spilled
+// and reloaded for every row). A beta wider than x (fp32 beta with 16-bit x) would double
+// that slice; it stays in registers.
 template <typename Traits, int kVec>
 struct PipelinedLayout {
   using VI = Vec<typename Traits::Input, kVec>;
+  using VW = Vec<typename Traits::Weight, kVec>;
+  static constexpr bool kBetaInSmem = !Traits::kRmsNorm && sizeof(VW) <= sizeof(VI);
   static constexpr size_t stage_bytes(int slice_vecs) {
     return static_cast<size_t>(slice_vecs) * sizeof(VI) * (Traits::kResidualAdd ? 2 : 1);
   }
-  static constexpr size_t bytes(int slice_vecs, int stages) { return stages * stage_bytes(slice_vecs); }
+  static constexpr size_t beta_bytes(int slice_vecs) {
+    return kBetaInSmem ? static_cast<size_t>(slice_vecs) * sizeof(VW) : 0;
+  }
+  static constexpr size_t bytes(int slice_vecs, int stages) {
+    return stages * stage_bytes(slice_vecs) + beta_bytes(slice_vecs);
+  }
 };
 
 template <typename Traits, typename Shape>
@@ -54,7 +67,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(c
   constexpr int K = kRms ? 1 : 3;
   using Layout = PipelinedLayout<Traits, kVec>;
   using VI = typename Layout::VI;
-  using VW = Vec<W, kVec>;
+  using VW = typename Layout::VW;
+  constexpr bool kBetaInSmem = Layout::kBetaInSmem;
 
   extern __shared__ uint4 staged_smem[];
   __shared__ ReduceSmem<K> smem;
@@ -108,16 +122,25 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(c
   platform::wait_for_prior_grid();
   for (int s = 0; s < S; ++s) issue(first_row + s * row_step, s);
 
-  // This thread's gamma (and beta), loaded once while the first rows land.
+  // This thread's gamma (and beta), loaded once while the first rows land: gamma into
+  // registers, beta into registers or into its slice after the ring (this thread's own
+  // vectors, read back only by it: no barrier).
   const W* gamma = static_cast<const W*>(p.gamma);
   const W* beta = static_cast<const W*>(p.beta);
-  VW g[N], b[N];
+  VW* beta_s = reinterpret_cast<VW*>(reinterpret_cast<char*>(staged_smem) + S * Layout::stage_bytes(slice));
+  VW g[N], b[kBetaInSmem ? 1 : N];
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int v = vec_of(i);
     if (v < nvec) {
       g[i].load(gamma + static_cast<int64_t>(v) * kVec);
-      if constexpr (!kRms) b[i].load(beta + static_cast<int64_t>(v) * kVec);
+      if constexpr (kBetaInSmem) {
+        VW bv;
+        bv.load(beta + static_cast<int64_t>(v) * kVec);
+        beta_s[i * G + t] = bv;
+      } else if constexpr (!kRms) {
+        b[i].load(beta + static_cast<int64_t>(v) * kVec);
+      }
     }
   }
   OutputScale q = output_scale<Traits>(p);
@@ -195,7 +218,13 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(c
     for (int i = 0; i < N; ++i) {
       const int v = vec_of(i);
       if (v < nvec) {
-        store_output<kRms>(xs[i * G + t], g[i], b[i], mean, rsigma, gamma_shift, z + static_cast<int64_t>(v) * kVec, q);
+        if constexpr (kBetaInSmem) {
+          store_output<kRms>(xs[i * G + t], g[i], beta_s[i * G + t], mean, rsigma, gamma_shift,
+                             z + static_cast<int64_t>(v) * kVec, q);
+        } else {
+          store_output<kRms>(xs[i * G + t], g[i], b[i], mean, rsigma, gamma_shift,
+                             z + static_cast<int64_t>(v) * kVec, q);
+        }
       }
     }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.

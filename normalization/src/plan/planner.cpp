@@ -92,7 +92,7 @@ FwdPlan staged_long_rows(int nvec, bool clusters) {
 }
 }  // namespace
 
-FwdPlan plan_forward(int hidden, int vec, bool clusters, NormType norm, Stage stage) {
+FwdPlan plan_forward(int hidden, int vec, bool clusters, NormType /*norm: the same plans*/, Stage stage) {
   const int nvec = ceil_div(hidden, vec);
   if (vec == 1) {
     // Unaligned data: scalar accesses, 8 per thread in registers, or streaming.
@@ -101,16 +101,17 @@ FwdPlan plan_forward(int hidden, int vec, bool clusters, NormType norm, Stage st
   // Four vectors per thread (what `normtune tune` found fastest on the H200 for every hidden
   // size from 128 to 4096), fewer only for tiny rows.
   if (nvec <= 4 * kMaxCtaThreads) return row_in_registers(nvec, nvec >= 4 ? 4 : nvec >= 2 ? 2 : 1);
-  // Longer RMSNorm rows with clusters: pipelined, the row over the fewest CTAs (up to
+  // Longer rows with clusters: pipelined, the row over the fewest CTAs (up to
   // kMaxCtasPerRow) that keep each slice within 4096 vectors of 512 threads (64 KiB a stage
   // for 16-bit x; 2048 with the fused add, whose stages hold the residual too), 4 vectors
   // per thread when 2048 suffice. What `normtune tune` found fastest on the H200 (bf16,
   // 8192 x 32768: one CTA of 8 x 512 vectors, 285 µs; 1024 x 262144: 8 CTAs, 283 µs; a
   // cluster of 16 CTAs of 512 threads ran 369 µs there). The staged layout, one slice per
   // CTA, measured 1.2-1.4x a copy on such rows: every CTA idles on HBM while it reduces,
-  // and re-reads gamma from L2 for each row. LayerNorm's pipelined kernel holds gamma and
-  // beta in registers and ran slower than its staged layout: its long rows stay staged.
-  if (clusters && norm == NormType::kRMSNorm) {
+  // and re-reads gamma from L2 for each row. LayerNorm takes it too since its pipelined
+  // kernel holds beta in shared memory (with gamma and beta both in registers it spilled and
+  // ran slower than its staged layout, 1.6-2.1x the copy).
+  if (clusters) {
     const int max_slice = stage == Stage::kForwardAdd ? 4 * kMaxCtaThreads : 8 * kMaxCtaThreads;
     int c = 1;
     while (c < kMaxCtasPerRow && ceil_div(nvec, c) > max_slice) c *= 2;
@@ -219,9 +220,9 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
       }
     }
   }
-  // Pipelined: rows of 1024 vectors and more over 1..max_cluster CTAs, each slice at most
+  // Pipelined: rows of 256 vectors and more over 1..max_cluster CTAs, each slice at most
   // twice what the row needs.
-  for (int c = 1; c <= std::max(max_cluster, 1) && nvec >= 1024; c *= 2) {
+  for (int c = 1; c <= std::max(max_cluster, 1) && nvec >= 256; c *= 2) {
     for (int g : {128, 256, 512}) {
       for (int n : {2, 4, 8}) {
         const FwdPlan plan = pipelined(c, g, n);
