@@ -51,6 +51,24 @@ struct ReduceSmem {
   float cluster_parts[2][kMaxCtasPerRow][K];  // [buf][rank]: written by CTA `rank` of the cluster
 };
 
+// Combines s over each aligned run of `width` lanes (a power of two up to kMaxWidth, at most
+// the warp size) by xor shuffles; every lane of a run gets the same bits: op(lo, hi) always
+// gets the partial of the lower lanes first.
+template <int kMaxWidth, int K, typename Op>
+__device__ __forceinline__ Floats<K> butterfly(Floats<K> s, Op op, int width, int lane) {
+  static_assert(kMaxWidth <= kWarp, "lanes of one warp");
+#pragma unroll
+  for (int offset = 1; offset < kMaxWidth; offset *= 2) {
+    if (offset < width) {
+      Floats<K> other;
+#pragma unroll
+      for (int k = 0; k < K; ++k) other.v[k] = platform::shfl_xor(s.v[k], offset);
+      s = (lane & offset) == 0 ? op(s, other) : op(other, s);
+    }
+  }
+  return s;
+}
+
 // Reduces s with op over the `group` consecutive threads (a power of two up to the warp size,
 // or a multiple of it); every thread of the group gets the result. With `cluster` > 1 CTAs
 // (each holding a part of the row; the group is then the whole CTA) it spans the cluster:
@@ -61,17 +79,8 @@ struct ReduceSmem {
 template <int K, typename Op>
 __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group, int cluster,
                                                   ReduceSmem<K>& smem, int& phase) {
-  const int width = group < kWarp ? group : kWarp;
   const int lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int offset = 1; offset < kWarp; offset *= 2) {
-    if (offset < width) {
-      Floats<K> other;
-#pragma unroll
-      for (int k = 0; k < K; ++k) other.v[k] = platform::shfl_xor(s.v[k], offset);
-      s = (lane & offset) == 0 ? op(s, other) : op(other, s);
-    }
-  }
+  s = butterfly<kWarp>(s, op, group < kWarp ? group : kWarp, lane);
   if (group <= kWarp && cluster == 1) return s;
 
   const int buf = phase & 1;
@@ -94,15 +103,7 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
     const int w = lane & (span - 1);
 #pragma unroll
     for (int k = 0; k < K; ++k) s.v[k] = w < warps_per_group ? smem.warp_parts[buf][first + w][k] : 0.f;
-#pragma unroll
-    for (int offset = 1; offset < kMaxWarpsPerCta; offset *= 2) {
-      if (offset < span) {
-        Floats<K> other;
-#pragma unroll
-        for (int k = 0; k < K; ++k) other.v[k] = platform::shfl_xor(s.v[k], offset);
-        s = (lane & offset) == 0 ? op(s, other) : op(other, s);
-      }
-    }
+    s = butterfly<kMaxWarpsPerCta>(s, op, span, lane);
   }
   if (cluster > 1) {
     // Push, then one cluster barrier: thread r writes this CTA's partial into slot [rank] of
