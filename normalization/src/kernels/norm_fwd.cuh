@@ -99,14 +99,16 @@ struct RowStats {
 
   template <typename I, int kVec>
   __device__ __forceinline__ void add(const Vec<I, kVec>& in) {
+    float x[kVec];
+    unpack_floats(in, x);
     if constexpr (kRms) {
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) a += to_float(in.v[k]) * to_float(in.v[k]);
+      for (int k = 0; k < kVec; ++k) a += x[k] * x[k];
     } else {
-      if (count == 0.f) shift = to_float(in.v[0]);
+      if (count == 0.f) shift = x[0];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const float d = to_float(in.v[k]) - shift;
+        const float d = x[k] - shift;
         a += d;
         b += d * d;
       }
@@ -133,11 +135,14 @@ template <bool kRms, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
                                              const Vec<W, kVec>& b, float mean, float rsigma,
                                              float gamma_shift, O* z, OutputScale& q) {
-  float y[kVec];
+  float x[kVec], gf[kVec], bf[kVec], y[kVec];
+  unpack_floats(in, x);
+  unpack_floats(g, gf);
+  if constexpr (!kRms) unpack_floats(b, bf);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
-    if constexpr (!kRms) y[k] += to_float(b.v[k]);
+    y[k] = (x[k] - mean) * rsigma * (gf[k] + gamma_shift);
+    if constexpr (!kRms) y[k] += bf[k];
     if constexpr (kIsFp8<O>) {  // per-tensor FP8 (block-scaled outputs take their own path)
       q.amax = fmaxf(q.amax, fabsf(y[k]));  // before scaling; fmaxf drops a NaN
       y[k] *= q.scale;
@@ -145,6 +150,16 @@ __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W
   }
   if constexpr (kIsFp8<O>) {
     store_floats(y, z);
+  } else if constexpr (kHalfWords<O, kVec>) {
+    uint32_t w[kVec / 2];
+    pack_halves<O>(y, w);
+    store_words(w, z);
+    if (q.track) {
+      float r[kVec];
+      unpack_halves<O>(w, r);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) q.amax = fmaxf(q.amax, fabsf(r[k]));
+    }
   } else {
     Vec<O, kVec> out;
     convert_floats(y, out);

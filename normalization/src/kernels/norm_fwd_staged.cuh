@@ -184,16 +184,6 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
     if constexpr (!kRms) p.mu[row] = mean;
   }
   [[maybe_unused]] O* z = static_cast<O*>(p.z) + row * hidden;  // (unscaled z: element-addressed)
-  // gamma (and beta) of the slice's vector s, element offset off: staged, or from memory.
-  auto load_weights = [&](int s, int64_t off, VW& g, VW& b) {
-    if (stage_weights) {
-      g = gs[s];
-      if constexpr (!kRms) b = bs[s];
-    } else {
-      g.load(gamma + off);
-      if constexpr (!kRms) b.load(beta + off);
-    }
-  };
   if constexpr (Traits::kBlockScaled) {
     // Block-scaled z (kernels/block_quant.cuh): a block is kGroup consecutive vectors of the
     // row, held by kGroup adjacent lanes (G and the slices are multiples of kGroup: a block
@@ -254,15 +244,30 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(cons
       blocks(std::false_type{});
     }
   } else if (row_ok) {
+    // Compiled twice, for staged and for loaded weights, as above: a run-time choice inside
+    // the loop issued both ways' loads and selected between them, element by element.
+    auto outputs = [&](auto staged_weights) {
 #pragma unroll 4
-    for (int i = 0; i < N; ++i) {
-      const int v = vec_of(i);
-      if (v >= nvec) break;
-      const int s = i * G + t;
-      const int64_t off = static_cast<int64_t>(v) * kVec;
-      VW g, b;
-      load_weights(s, off, g, b);
-      store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
+      for (int i = 0; i < N; ++i) {
+        const int v = vec_of(i);
+        if (v >= nvec) break;
+        const int s = i * G + t;
+        const int64_t off = static_cast<int64_t>(v) * kVec;
+        VW g, b;
+        if constexpr (decltype(staged_weights)::value) {
+          g = gs[s];
+          if constexpr (!kRms) b = bs[s];
+        } else {
+          g.load(gamma + off);
+          if constexpr (!kRms) b.load(beta + off);
+        }
+        store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
+      }
+    };
+    if (stage_weights) {
+      outputs(std::true_type{});
+    } else {
+      outputs(std::false_type{});
     }
   }
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);

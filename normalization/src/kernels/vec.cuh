@@ -22,8 +22,10 @@ __device__ __forceinline__ float elem_float(const Vec<T, kN>& x, int i) {
 
 // f[k] = float(x.v[k]) for every k. bf16 pairs are taken from their 32-bit words (the low
 // one shifted up, the high one masked), not element by element through 16-bit extracts.
+// x is taken by value: one vector load when it lives in memory (shared memory, a stage),
+// where the word-wise reads of a reference would each be a load.
 template <typename T, int kN>
-__device__ __forceinline__ void unpack_floats(const Vec<T, kN>& x, float (&f)[kN]) {
+__device__ __forceinline__ void unpack_floats(const Vec<T, kN> x, float (&f)[kN]) {
   if constexpr (Elem<T>::kDType == DType::kBFloat16 && kN % 2 == 0) {
     uint32_t w[kN / 2];
     static_assert(sizeof(w) == sizeof(x), "two bf16 to a word");
@@ -60,12 +62,64 @@ __device__ __forceinline__ void convert_floats(const float (&y)[kN], Vec<O, kN>&
   }
 }
 
-// convert_floats(y) stored at dst (aligned to alignof(Vec<O, kN>)). FP8 codes where the GPU
+// 16-bit z (bf16, fp16) of an even count of elements: converted two per instruction into
+// 32-bit words (element 2i in the low half of word i) and stored as words. Through
+// Vec<O, kN>'s 16-bit elements the compiler takes each converted pair apart and builds it
+// again (a byte permute per element).
+template <typename O, int kN>
+inline constexpr bool kHalfWords =
+    (Elem<O>::kDType == DType::kBFloat16 || Elem<O>::kDType == DType::kFloat16) && (kN == 2 || kN == 4 || kN == 8);
+
+template <typename O, int kN>
+__device__ __forceinline__ void pack_halves(const float (&y)[kN], uint32_t (&w)[kN / 2]) {
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    w[i] = Elem<O>::kDType == DType::kBFloat16 ? platform::cvt_f32x2_to_bf16x2(y[2 * i], y[2 * i + 1])
+                                               : platform::cvt_f32x2_to_f16x2(y[2 * i], y[2 * i + 1]);
+  }
+}
+
+// The values pack_halves stored, back as floats (exact).
+template <typename O, int kN>
+__device__ __forceinline__ void unpack_halves(const uint32_t (&w)[kN / 2], float (&f)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    if constexpr (Elem<O>::kDType == DType::kBFloat16) {
+      f[2 * i] = bits_float(w[i] << 16);
+      f[2 * i + 1] = bits_float(w[i] & 0xFFFF0000u);
+    } else {
+      f[2 * i] = platform::cvt_f16_to_f32(static_cast<uint16_t>(w[i] & 0xFFFFu));
+      f[2 * i + 1] = platform::cvt_f16_to_f32(static_cast<uint16_t>(w[i] >> 16));
+    }
+  }
+}
+
+// 1, 2 or 4 words at dst (aligned to their size) in one store.
+template <int kWords>
+__device__ __forceinline__ void store_words(const uint32_t (&w)[kWords], void* dst) {
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "one store of 4, 8 or 16 bytes");
+  if constexpr (kWords == 1) {
+    *reinterpret_cast<uint32_t*>(dst) = w[0];
+  } else if constexpr (kWords == 2) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+  } else {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// convert_floats(y) stored at dst (aligned to alignof(Vec<O, kN>)). 16-bit z as words (see
+// pack_halves). FP8 codes where the GPU
 // converts two at once: the pairs put together four to a 32-bit word with one byte
 // permutation and stored as words (through Vec<O, kN>'s bytes the compiler takes the pairs
 // apart byte by byte and builds them again: more instructions than the conversions).
 template <typename O, int kN>
 __device__ __forceinline__ void store_floats(const float (&y)[kN], O* dst) {
+  if constexpr (kHalfWords<O, kN>) {
+    uint32_t w[kN / 2];
+    pack_halves<O>(y, w);
+    store_words(w, dst);
+    return;
+  }
 #if NORMTUNE_HAS_FP8_CONVERT
   if constexpr (kIsFp8<O> && (kN == 4 || kN == 8 || kN == 16)) {
     auto two = [](float lo, float hi) -> uint32_t {
@@ -78,13 +132,7 @@ __device__ __forceinline__ void store_floats(const float (&y)[kN], O* dst) {
       // Bytes 0-1 of the first pair, then bytes 0-1 of the second (their upper halves unread).
       w[i] = __byte_perm(two(y[4 * i], y[4 * i + 1]), two(y[4 * i + 2], y[4 * i + 3]), 0x5410);
     }
-    if constexpr (kN == 4) {
-      *reinterpret_cast<uint32_t*>(dst) = w[0];
-    } else if constexpr (kN == 8) {
-      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-    } else {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    store_words(w, dst);
     return;
   }
 #endif

@@ -102,6 +102,13 @@ NORMTUNE_HD_INLINE uint16_t cvt_f32_to_f16(float f) {
   return __half_as_ushort(__float2half_rn(f));
 }
 NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// Two of the above at once, lo in the low half of the word (no paired instruction here).
+NORMTUNE_HD_INLINE uint32_t cvt_f32x2_to_bf16x2(float lo, float hi) {
+  return uint32_t{cvt_f32_to_bf16(lo)} | (uint32_t{cvt_f32_to_bf16(hi)} << 16);
+}
+NORMTUNE_HD_INLINE uint32_t cvt_f32x2_to_f16x2(float lo, float hi) {
+  return uint32_t{cvt_f32_to_f16(lo)} | (uint32_t{cvt_f32_to_f16(hi)} << 16);
+}
 // No fp8 conversion instruction: numeric.h uses convert.h's bit arithmetic.
 #define NORMTUNE_HAS_FP8_CONVERT 0
 
@@ -244,6 +251,28 @@ NORMTUNE_HD_INLINE float cvt_f16_to_f32(uint16_t h) {
   __half_raw raw;
   raw.x = h;
   return __half2float(__half(raw));
+}
+// Two of the above at once, lo in the low half of the word: on the GPU one instruction
+// (F2FP.PACK_AB) where two conversions and a byte permute would be three; the same bits.
+// (PTX, sm_80 and later: cvt.rn.bf16x2.f32 d, a, b puts a in the upper half. Through
+// __nv_bfloat162's halves the compiler splits the word and joins it again.)
+NORMTUNE_HD_INLINE uint32_t cvt_f32x2_to_bf16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t two;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(hi), "f"(lo));
+  return two;
+#else
+  return uint32_t{cvt_f32_to_bf16(lo)} | (uint32_t{cvt_f32_to_bf16(hi)} << 16);
+#endif
+}
+NORMTUNE_HD_INLINE uint32_t cvt_f32x2_to_f16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t two;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(hi), "f"(lo));
+  return two;
+#else
+  return uint32_t{cvt_f32_to_f16(lo)} | (uint32_t{cvt_f32_to_f16(hi)} << 16);
+#endif
 }
 // fp32 -> fp8, round to nearest even, saturating to the largest finite value (NaN -> 0x7F),
 // one instruction on sm_89+ (cvt.rn.satfinite); the same codes as convert.h.
