@@ -42,6 +42,12 @@ const char* const kHelp = R"(normtune tune [options]
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
+    --confirm N      forward: the candidates within 3% of the fastest (at most 6) are timed
+                     again on a problem of N elements and ranked by that time, which the
+                     line then records (default 134217728 = 128M, the row counts of a
+                     training step; 0: off). Layouts that tie on 32M elements part on
+                     larger problems (the pipelined and staged RMSNorm lines at 4096-8192:
+                     within 1% on 32M elements, 1.1x apart at 32768 x 8192)
     --clusters N     forward: also try splitting rows of 1024+ vectors over clusters of up
                      to N CTAs, slices in registers or staged in shared memory (default 8;
                      16 needs the non-portable cluster size; 1: none). A layout the GPU
@@ -71,6 +77,49 @@ struct Problem {
   int hidden;
   size_t rows;
 };
+
+// The tensors of a forward problem of rows x hidden in dtype t, filled with the same
+// distributions whatever the size.
+struct FwdTensors {
+  FwdTensors(DType t, size_t rows, int hidden)
+      : rows(rows),
+        x(rows * hidden * dtype_storage_bytes(t, 1)),
+        res(rows * hidden * dtype_storage_bytes(t, 1)),
+        res_out(rows * hidden * dtype_storage_bytes(t, 1)),
+        gamma(hidden * dtype_storage_bytes(t, 1)),
+        beta(hidden * dtype_storage_bytes(t, 1)),
+        mu(rows * 4),
+        rs(rows * 4),
+        hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t),
+        hg(gamma.ptr, {static_cast<size_t>(hidden)}, t),
+        hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
+        hmu(mu.ptr, {rows}, DType::kFloat32),
+        hrs(rs.ptr, {rows}, DType::kFloat32),
+        hres(res.ptr, {rows, static_cast<size_t>(hidden)}, t),
+        hro(res_out.ptr, {rows, static_cast<size_t>(hidden)}, t) {
+    const size_t n = rows * hidden;
+    bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+    bench::fill_random(res.ptr, t, n, 2, 0.0, 1.0);
+    bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
+    bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
+  }
+  size_t rows;
+  bench::DeviceMem x, res, res_out, gamma, beta, mu, rs;
+  bench::Handle hx, hg, hb, hmu, hrs, hres, hro;
+};
+
+// The forward call of `op` on T with z.
+bench::CallWithWorkspace forward_call(const OpInfo& op, const FwdTensors& T, const bench::ZOutput& z) {
+  return [&op, &T, &z](NVTETensor ws, cudaStream_t s) {
+    if (op.norm == NormType::kLayerNorm) {
+      nvte_layernorm_fwd(T.hx, T.hg, T.hb, 1e-5f, z, T.hmu, T.hrs, ws, 0, false, s);
+    } else if (op.stage == Stage::kForwardAdd) {
+      normtune_rmsnorm_add_fwd(T.hx, T.hres, T.hg, 1e-5f, z, T.hro, T.hrs, ws, 0, false, s);
+    } else {
+      nvte_rmsnorm_fwd(T.hx, T.hg, 1e-5f, z, T.hrs, ws, 0, false, s);
+    }
+  };
+}
 
 // The line for the fastest plan: "<NORMTUNE_TUNED(...)>" from the plan's field table.
 template <typename Plan>
@@ -182,6 +231,7 @@ int run(const std::vector<std::string_view>& args) {
   std::vector<int> hiddens{128,  256,  512,  768,  1024, 1536, 2048,  2560, 3072,
                            3584, 4096, 5120, 6144, 7168, 8192, 12288, 16384};
   size_t elements = size_t{1} << 25;
+  size_t confirm = size_t{1} << 27;
   int reps = 30;
   int clusters = kMaxPortableCtasPerRow;
   bool verbose = false;
@@ -213,6 +263,8 @@ int run(const std::vector<std::string_view>& args) {
       for (const auto& h : split(value())) hiddens.push_back(std::stoi(h));
     } else if (args[i] == "--elements") {
       elements = std::stoull(value());
+    } else if (args[i] == "--confirm") {
+      confirm = std::stoull(value());
     } else if (args[i] == "--clusters") {
       clusters = std::stoi(value());
       NORMTUNE_CHECK(clusters >= 1 && clusters <= kMaxCtasPerRow, "tune: --clusters: expected 1..", kMaxCtasPerRow);
@@ -243,18 +295,16 @@ int run(const std::vector<std::string_view>& args) {
     const int vec = static_cast<int>(16 / e);
     for (const int hidden : hiddens) {
       const size_t rows = std::max<size_t>(1, elements / hidden);
-      const size_t n = rows * hidden;
-      bench::DeviceMem x(n * e), res(n * e), res_out(n * e), gamma(hidden * e), beta(hidden * e), mu(rows * 4),
-          rs(rows * 4);
-      bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
-      bench::fill_random(res.ptr, t, n, 2, 0.0, 1.0);
-      bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
-      bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
-      bench::Handle hx(x.ptr, {rows, static_cast<size_t>(hidden)}, t), hg(gamma.ptr, {static_cast<size_t>(hidden)}, t), hb(beta.ptr, {static_cast<size_t>(hidden)}, t),
-          hmu(mu.ptr, {rows}, DType::kFloat32), hrs(rs.ptr, {rows}, DType::kFloat32),
-          hres(res.ptr, {rows, static_cast<size_t>(hidden)}, t), hro(res_out.ptr, {rows, static_cast<size_t>(hidden)}, t);
+      const FwdTensors small(t, rows, hidden);
+      // The confirmation problem (forward only), when it is larger.
+      const size_t big_rows = confirm / hidden;
+      const bool forward_ops = std::any_of(ops.begin(), ops.end(), [](const OpInfo* o) { return !is_backward(o->stage); });
+      const std::unique_ptr<FwdTensors> big =
+          big_rows > rows && forward_ops ? std::make_unique<FwdTensors>(t, big_rows, hidden) : nullptr;
       for (const bench::ZFormat out : outs) {
       const bench::ZOutput hz(out, t, rows, static_cast<size_t>(hidden));
+      const std::unique_ptr<bench::ZOutput> hz_big =
+          big ? std::make_unique<bench::ZOutput>(out, t, big_rows, static_cast<size_t>(hidden)) : nullptr;
       for (const OpInfo* op_ptr : ops) {
         const OpInfo& op = *op_ptr;
         if (is_backward(op.stage)) {
@@ -267,15 +317,7 @@ int run(const std::vector<std::string_view>& args) {
         }
         const bool ln = op.norm == NormType::kLayerNorm;
         const bool add = op.stage == Stage::kForwardAdd;
-        const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
-          if (ln) {
-            nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hz, hmu, hrs, ws, 0, false, s);
-          } else if (add) {
-            normtune_rmsnorm_add_fwd(hx, hres, hg, 1e-5f, hz, hro, hrs, ws, 0, false, s);
-          } else {
-            nvte_rmsnorm_fwd(hx, hg, 1e-5f, hz, hrs, ws, 0, false, s);
-          }
-        };
+        const bench::CallWithWorkspace fwd = forward_call(op, small, hz);
         const bench::Workspace ws(fwd, timer.stream());
         auto call = [&](cudaStream_t s) { fwd(ws, s); };
         // Time every candidate, then verify from the fastest down: the first that matches the
@@ -303,8 +345,35 @@ int run(const std::vector<std::string_view>& args) {
           timed.emplace_back(timer.time(call, 3, reps).median_us, plan);
           if (verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
         }
-        const auto [best, best_us] = fastest_verified(
-            timed,
+        // The finalists again on the larger problem, ranked by that time: the order in
+        // which they are verified (before the others), and the time and shape recorded.
+        std::vector<std::pair<double, FwdPlan>> ranked = timed;
+        std::vector<std::pair<double, FwdPlan>> confirmed;
+        if (big && !timed.empty()) {
+          std::sort(ranked.begin(), ranked.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+          const bench::CallWithWorkspace fwd_big = forward_call(op, *big, *hz_big);
+          const bench::Workspace ws_big(fwd_big, timer.stream());
+          auto call_big = [&](cudaStream_t s) { fwd_big(ws_big, s); };
+          for (size_t k = 0; k < ranked.size() && k < 6 && ranked[k].first <= 1.03 * ranked.front().first; ++k) {
+            set_forward_plan_override(&ranked[k].second);
+            confirmed.emplace_back(timer.time(call_big, 3, reps).median_us, ranked[k].second);
+            if (verbose) {
+              std::fprintf(stderr, "  %8.2f us  %s (%zux%d)\n", confirmed.back().first,
+                           config_string(ranked[k].second).c_str(), big_rows, hidden);
+            }
+          }
+          std::sort(confirmed.begin(), confirmed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+          // fastest_verified orders by the first member: the finalists as 0, 1, ..., the
+          // others after them in their own order.
+          std::vector<std::pair<double, FwdPlan>> order;
+          for (size_t k = 0; k < confirmed.size(); ++k) order.emplace_back(static_cast<double>(k), confirmed[k].second);
+          for (size_t k = confirmed.size(); k < ranked.size(); ++k) {
+            order.emplace_back(static_cast<double>(k), ranked[k].second);
+          }
+          ranked = std::move(order);
+        }
+        auto [best, best_us] = fastest_verified(
+            ranked,
             [&](const FwdPlan& plan) {
               set_forward_plan_override(&plan);
               hz.poison(timer.stream());
@@ -312,12 +381,23 @@ int run(const std::vector<std::string_view>& args) {
               NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
             },
             [&] {
-              bench::verify(op, t, rows, hidden, x.ptr, add ? res.ptr : nullptr, gamma.ptr, ln ? beta.ptr : nullptr,
-                            hz, rs.ptr, 1e-5f);
+              bench::verify(op, t, rows, hidden, small.x.ptr, add ? small.res.ptr : nullptr, small.gamma.ptr,
+                            ln ? small.beta.ptr : nullptr, hz, small.rs.ptr, 1e-5f);
             },
             detail::concat(op.name, " ", dname, " ", hidden, " z ", bench::z_format_name(out)));
         set_forward_plan_override(nullptr);
-        print_line(op, Problem{t, hz.dtype(), scaling, dname, hidden, rows},
+        // The time recorded: on the confirmation problem for a finalist, else on the timed one.
+        size_t line_rows = rows;
+        if (big && !confirmed.empty()) {
+          const auto hit = std::find_if(confirmed.begin(), confirmed.end(), [&](const auto& c) { return c.second == best; });
+          if (hit != confirmed.end()) {
+            best_us = hit->first;
+            line_rows = big_rows;
+          } else {
+            best_us = std::find_if(timed.begin(), timed.end(), [&](const auto& c) { return c.second == best; })->first;
+          }
+        }
+        print_line(op, Problem{t, hz.dtype(), scaling, dname, hidden, line_rows},
                    best, best_us, dev, date);
       }
       }  // outs
