@@ -76,8 +76,12 @@ struct BwdMath {
   // Row terms of one element: (dy * y, dy).
   __device__ __forceinline__ void add_terms(float x, float dz, float g,
                                             Floats<Traits::kOutputs>& s) const {
+    add_terms_of_y(y(x), dz, g, s);
+  }
+  // The same with y(x) given (computed once for these terms and the dgamma partial).
+  __device__ __forceinline__ void add_terms_of_y(float yx, float dz, float g, Floats<Traits::kOutputs>& s) const {
     const float d = dy(dz, g);
-    s.v[0] += d * y(x);
+    s.v[0] += d * yx;
     if constexpr (!Traits::kRmsNorm) s.v[1] += d;
   }
   __device__ __forceinline__ float dx(float x, float dz, float g, float c1, float c2) const {
@@ -98,16 +102,22 @@ __device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const 
                                          const Vec<typename Traits::Weight, kVec>& g, float c1,
                                          float c2) {
   using I = typename Traits::Input;
-  Vec<I, kVec> out;
-  [[maybe_unused]] Vec<I, kVec> a;
-  if constexpr (Traits::kAddGrad) a.load(static_cast<const I*>(p.add) + off);
+  float xf[kVec], dzf[kVec], gf[kVec], d[kVec];
+  unpack_floats(x, xf);
+  unpack_floats(dz, dzf);
+  unpack_floats(g, gf);
+  [[maybe_unused]] float af[kVec];
+  if constexpr (Traits::kAddGrad) {
+    Vec<I, kVec> a;
+    a.load(static_cast<const I*>(p.add) + off);
+    unpack_floats(a, af);
+  }
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    float d = m.dx(to_float(x.v[k]), to_float(dz.v[k]), to_float(g.v[k]), c1, c2);
-    if constexpr (Traits::kAddGrad) d += to_float(a.v[k]);
-    out.v[k] = from_float<I>(d);
+    d[k] = m.dx(xf[k], dzf[k], gf[k], c1, c2);
+    if constexpr (Traits::kAddGrad) d[k] += af[k];
   }
-  out.store(static_cast<I*>(p.dx) + off);
+  store_floats(d, static_cast<I*>(p.dx) + off);  // (16-bit dx: two per conversion, stored as words)
 }
 
 // dgamma (+ dbeta) partial sums of the columns of one vector.
@@ -131,6 +141,15 @@ struct GradAccum {
       const float d = to_float(dz.v[k]);
       v[0][k] += d * m.y(to_float(x.v[k]));
       if constexpr (kCount > 1) v[1][k] += d;
+    }
+  }
+  // The same from floats: y = y(x) and dz of each column.
+  template <int kCount = Traits::kOutputs>
+  __device__ __forceinline__ void add_of_y(const float (&yf)[kVec], const float (&dzf)[kVec]) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      v[0][k] += dzf[k] * yf[k];
+      if constexpr (kCount > 1) v[1][k] += dzf[k];
     }
   }
   // Writes output o's kVec columns starting at `col` of partial row `program`.
@@ -198,31 +217,24 @@ struct SmemGradAccum {
       for (int k4 = 0; k4 < kVec / 4; ++k4) *at(i, o, k4) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
-  template <typename I>
-  __device__ __forceinline__ void add(int i, const BwdMath<Traits>& m, const Vec<I, kVec>& x,
-                                      const Vec<I, kVec>& dz) const {
+  // Adds this row's terms of vector slot i from floats: y = y(x) and dz of each column.
+  __device__ __forceinline__ void add_of_y(int i, const float (&yf)[kVec], const float (&dzf)[kVec]) const {
 #pragma unroll
     for (int k4 = 0; k4 < kVec / 4; ++k4) {
-      float d[4], y[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        d[j] = to_float(dz.v[k4 * 4 + j]);
-        y[j] = m.y(to_float(x.v[k4 * 4 + j]));
-      }
       if constexpr (kFirst == 0) {
         float4 g = *at(i, 0, k4);
-        g.x += d[0] * y[0];
-        g.y += d[1] * y[1];
-        g.z += d[2] * y[2];
-        g.w += d[3] * y[3];
+        g.x += dzf[k4 * 4 + 0] * yf[k4 * 4 + 0];
+        g.y += dzf[k4 * 4 + 1] * yf[k4 * 4 + 1];
+        g.z += dzf[k4 * 4 + 2] * yf[k4 * 4 + 2];
+        g.w += dzf[k4 * 4 + 3] * yf[k4 * 4 + 3];
         *at(i, 0, k4) = g;
       }
       if constexpr (Traits::kOutputs > 1) {
         float4 b = *at(i, 1, k4);
-        b.x += d[0];
-        b.y += d[1];
-        b.z += d[2];
-        b.w += d[3];
+        b.x += dzf[k4 * 4 + 0];
+        b.y += dzf[k4 * 4 + 1];
+        b.z += dzf[k4 * 4 + 2];
+        b.w += dzf[k4 * 4 + 3];
         *at(i, 1, k4) = b;
       }
     }
@@ -325,13 +337,18 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       if (row_ok && vec_index(i) < nvec) {
-        const VW g = gamma_vec(i);
+        // Unpacked once; y(x) computed once for the row terms and the dgamma partial.
+        float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
+        unpack_floats(x_r[i], xf);
+        unpack_floats(dz_r[i], dzf);
+        unpack_floats(gamma_vec(i), gf);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          m.add_terms(to_float(x_r[i].v[k]), to_float(dz_r[i].v[k]), to_float(g.v[k]), s);
+          yf[k] = m.y(xf[k]);
+          m.add_terms_of_y(yf[k], dzf[k], gf[k], s);
         }
-        if constexpr (kRegOutputs > 0) acc[i].template add<kRegOutputs>(m, x_r[i], dz_r[i]);
-        if constexpr (kAccInSmem) acc_smem.add(i, m, x_r[i], dz_r[i]);
+        if constexpr (kRegOutputs > 0) acc[i].template add_of_y<kRegOutputs>(yf, dzf);
+        if constexpr (kAccInSmem) acc_smem.add_of_y(i, yf, dzf);
       }
     }
     s = group_reduce(s, AddOp{}, G, 1, smem, phase);
