@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <normtune/normalization.h>
@@ -43,54 +44,47 @@ class CudnnGpu : public ::testing::Test {
 
 bool ran_cudnn(const KernelChoice& k) { return k.name.find("_cudnn") != std::string::npos && !k.tuned; }
 
-TEST_F(CudnnGpu, ForwardMatchesTheReference) {
+// Every case of the reference suites: both norms, four (gamma, x) type pairs, three hidden
+// sizes, 1 and 37 rows, zero-centered gamma or not.
+template <typename Fn>
+void for_each_case(Fn&& fn) {
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
     for (const auto& [w, t] : {std::tuple{DType::kBFloat16, DType::kBFloat16}, std::tuple{DType::kFloat32, DType::kBFloat16},
                                std::tuple{DType::kFloat16, DType::kFloat16}, std::tuple{DType::kFloat32, DType::kFloat32}}) {
       for (size_t hidden : {size_t{128}, size_t{1024}, size_t{7168}}) {
         for (size_t rows : {size_t{1}, size_t{37}}) {
-          for (bool zc : {false, true}) {
-            FwdCase c;
-            c.norm = norm;
-            c.wtype = w;
-            c.itype = c.otype = t;
-            c.hidden = hidden;
-            c.rows = rows;
-            c.zero_centered_gamma = zc;
-            c.seed = static_cast<uint32_t>(hidden + rows + (zc ? 7 : 0));
-            SCOPED_TRACE(c.describe());
-            const FwdResult r = run_fwd(c);
-            EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
-          }
+          for (bool zc : {false, true}) fn(norm, w, t, hidden, rows, zc, static_cast<uint32_t>(hidden + rows + (zc ? 7 : 0)));
         }
       }
     }
   }
 }
 
+// Runs every case as a Case (FwdCase or BwdCase) through `run`, expecting the cuDNN entry.
+template <typename Case, typename Run>
+void run_every_case(Run&& run) {
+  for_each_case([&](NormType norm, DType w, DType t, size_t hidden, size_t rows, bool zc, uint32_t seed) {
+    Case c;
+    c.norm = norm;
+    c.wtype = w;
+    c.itype = t;
+    if constexpr (std::is_same_v<Case, FwdCase>) c.otype = t;
+    c.hidden = hidden;
+    c.rows = rows;
+    c.zero_centered_gamma = zc;
+    c.seed = seed;
+    SCOPED_TRACE(c.describe());
+    const auto r = run(c);
+    EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
+  });
+}
+
+TEST_F(CudnnGpu, ForwardMatchesTheReference) {
+  run_every_case<FwdCase>([](const FwdCase& c) { return run_fwd(c); });
+}
+
 TEST_F(CudnnGpu, BackwardMatchesTheReference) {
-  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
-    for (const auto& [w, t] : {std::tuple{DType::kBFloat16, DType::kBFloat16}, std::tuple{DType::kFloat32, DType::kBFloat16},
-                               std::tuple{DType::kFloat16, DType::kFloat16}, std::tuple{DType::kFloat32, DType::kFloat32}}) {
-      for (size_t hidden : {size_t{128}, size_t{1024}, size_t{7168}}) {
-        for (size_t rows : {size_t{1}, size_t{37}}) {
-          for (bool zc : {false, true}) {
-            BwdCase c;
-            c.norm = norm;
-            c.wtype = w;
-            c.itype = t;
-            c.hidden = hidden;
-            c.rows = rows;
-            c.zero_centered_gamma = zc;
-            c.seed = static_cast<uint32_t>(hidden + rows + (zc ? 7 : 0));
-            SCOPED_TRACE(c.describe());
-            const BwdResult r = run_bwd(c);
-            EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
-          }
-        }
-      }
-    }
-  }
+  run_every_case<BwdCase>([](const BwdCase& c) { return run_bwd(c); });
 }
 
 TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include <cudnn_frontend.h>
@@ -317,13 +318,14 @@ const char* backward_rejection(const void* a) {
   return nullptr;
 }
 
-template <NormType kNorm, DType kW, DType kI>
-size_t forward_workspace(const void* a) {
-  const FwdParams& p = static_cast<const FwdArgs*>(a)->params;
+// The workspace of a call's plan (FwdArgs or BwdArgs): built here, by the size query.
+template <NormType kNorm, DType kW, DType kI, typename Args>
+size_t plan_workspace(const void* a) {
+  const auto& p = static_cast<const Args*>(a)->params;
   if (p.rows == 0) return 0;
-  return static_cast<size_t>(plan_for(entry_key<kNorm, kW, kI>(Stage::kForward), p.zero_centered_gamma, p.rows,
-                                      p.hidden)
-                                 ->workspace);
+  constexpr Stage kStage = std::is_same_v<Args, BwdArgs> ? Stage::kBackward : Stage::kForward;
+  return static_cast<size_t>(
+      plan_for(entry_key<kNorm, kW, kI>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->workspace);
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -342,15 +344,6 @@ void forward_run(const void* a, cudaStream_t stream) {
   }
   if (p.zero_centered_gamma) pack[kUidOne] = &one;
   execute(*plan, pack, args.workspace, stream);
-}
-
-template <NormType kNorm, DType kW, DType kI>
-size_t backward_workspace(const void* a) {
-  const BwdParams& p = static_cast<const BwdArgs*>(a)->params;
-  if (p.rows == 0) return 0;
-  return static_cast<size_t>(plan_for(entry_key<kNorm, kW, kI>(Stage::kBackward), p.zero_centered_gamma, p.rows,
-                                      p.hidden)
-                                 ->workspace);
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -390,27 +383,24 @@ void add_entries(Registry& registry, std::span<const TypeCombo> fwd, std::span<c
   };
   const std::string types = detail::concat(dtype_name(kW), "_", dtype_name(kI));
   const char* norm = kNorm == NormType::kRMSNorm ? "rmsnorm" : "layernorm";
-  if (listed(fwd)) {
+  auto add = [&](Stage stage, const char* what, CanImplementFn can, RunFn run, WorkspaceFn workspace) {
     KernelEntry e;
-    e.key = entry_key<kNorm, kW, kI>(Stage::kForward);
+    e.key = entry_key<kNorm, kW, kI>(stage);
     e.backend = Backend::kCudnn;
-    e.name = detail::concat(norm, "_fwd_", types, "_cudnn");
-    e.config = "cudnn-frontend graph (training: z, rsigma, mu), one plan per rows x hidden";
-    e.can_implement = forward_rejection;
-    e.run = forward_run<kNorm, kW, kI>;
-    e.workspace_bytes = forward_workspace<kNorm, kW, kI>;
+    e.name = detail::concat(norm, is_backward(stage) ? "_bwd_" : "_fwd_", types, "_cudnn");
+    e.config = detail::concat("cudnn-frontend graph (", what, "), one plan per rows x hidden");
+    e.can_implement = can;
+    e.run = run;
+    e.workspace_bytes = workspace;
     registry.add_backend(std::move(e));
+  };
+  if (listed(fwd)) {
+    add(Stage::kForward, "training: z, rsigma, mu", forward_rejection, forward_run<kNorm, kW, kI>,
+        plan_workspace<kNorm, kW, kI, FwdArgs>);
   }
   if (listed(bwd)) {
-    KernelEntry e;
-    e.key = entry_key<kNorm, kW, kI>(Stage::kBackward);
-    e.backend = Backend::kCudnn;
-    e.name = detail::concat(norm, "_bwd_", types, "_cudnn");
-    e.config = "cudnn-frontend graph (dx, dgamma, dbeta), one plan per rows x hidden";
-    e.can_implement = backward_rejection;
-    e.run = backward_run<kNorm, kW, kI>;
-    e.workspace_bytes = backward_workspace<kNorm, kW, kI>;
-    registry.add_backend(std::move(e));
+    add(Stage::kBackward, "dx, dgamma, dbeta", backward_rejection, backward_run<kNorm, kW, kI>,
+        plan_workspace<kNorm, kW, kI, BwdArgs>);
   }
 }
 
