@@ -27,6 +27,7 @@
 
 #include "bench_kernels.h"
 #include "measure.h"
+#include "normalization/src/cudnn/backend_choice.h"
 #include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::bench {
@@ -57,6 +58,13 @@ const char* const kHelp = R"(normtune bench [options]
     --verify         check each result against the fp64 reference before timing (every
                      row when rows x hidden <= 16M, else 64 sampled rows; backward:
                      dgamma/dbeta too at <= 16M)
+    --backend LIST   auto,native,cudnn: each op and shape once per backend (default auto:
+                     as the library's switches say, the native kernels unless
+                     NVTE_NORM_*_USE_CUDNN or NORMTUNE_BACKEND ask for cuDNN). cudnn sets
+                     TransformerEngine's switches (nvte_enable_cudnn_norm_fwd/bwd) for its
+                     calls; a call the cuDNN backend does not run (fused add, quantized z,
+                     ...) is listed as such and skipped. The kernel column names the backend
+                     (..._cudnn).
     --csv FILE       write the results as CSV
     --json FILE      write the results as JSON
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
@@ -95,6 +103,7 @@ struct Options {
   int reps = 200;
   int warmup = 20;
   bool verify = false;
+  std::vector<std::string> backends{"auto"};
   std::string csv, json;
 };
 
@@ -109,6 +118,26 @@ std::vector<std::string> split(std::string_view s, char sep) {
   }
   return out;
 }
+
+// For one op's measurements: TransformerEngine's switches set to the backend asked for (auto:
+// left as they are), and back to "never called" (the variables decide) after.
+class BackendScope {
+ public:
+  explicit BackendScope(const std::string& backend) : set_(backend != "auto") {
+    if (set_) {
+      nvte_enable_cudnn_norm_fwd(backend == "cudnn");
+      nvte_enable_cudnn_norm_bwd(backend == "cudnn");
+    }
+  }
+  ~BackendScope() {
+    if (set_) reset_cudnn_norm_switches();
+  }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  bool set_;
+};
 
 Options parse(const std::vector<std::string_view>& args) {
   Options o;
@@ -157,6 +186,13 @@ Options parse(const std::vector<std::string_view>& args) {
       o.warmup = std::stoi(std::string(value(i)));
     } else if (a == "--verify") {
       o.verify = true;
+    } else if (a == "--backend" || a == "--backends") {
+      o.backends.clear();
+      for (const auto& name : split(value(i), ',')) {
+        NORMTUNE_CHECK(name == "auto" || name == "native" || name == "cudnn", "bench: --backend ", name,
+                       ": expected auto, native or cudnn");
+        o.backends.push_back(name);
+      }
     } else if (a == "--csv") {
       o.csv = value(i);
     } else if (a == "--json") {
@@ -169,7 +205,7 @@ Options parse(const std::vector<std::string_view>& args) {
 }
 
 struct Result {
-  std::string op, dtype, out, kernel;
+  std::string op, dtype, out, kernel, backend = "auto";
   bool tuned = false;
   size_t rows = 0, hidden = 0;
   double bytes = 0;
@@ -185,10 +221,11 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
   auto tbps = [](const Result& r) { return r.bytes / (r.t.median_us * 1e-6) / 1e12; };
   if (!o.csv.empty()) {
     std::ofstream f(o.csv);
-    f << "op,dtype,out,rows,hidden,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
+    f << "op,dtype,out,rows,hidden,backend,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
          "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,unfused_us,verified\n";
     for (const Result& r : results) {
-      f << r.op << ',' << r.dtype << ',' << r.out << ',' << r.rows << ',' << r.hidden << ',' << r.kernel << ','
+      f << r.op << ',' << r.dtype << ',' << r.out << ',' << r.rows << ',' << r.hidden << ',' << r.backend << ','
+        << r.kernel << ','
         << (r.tuned ? 1 : 0) << ',' << r.t.median_us << ',' << r.t.p10_us << ',' << r.t.p90_us << ','
         << tbps(r) << ',' << 100 * tbps(r) / peak << ',' << r.base_name << ',' << r.base.median_us << ','
         << r.t.median_us / r.base.median_us << ',' << r.graph_us << ',' << r.base_graph_us << ','
@@ -203,7 +240,8 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
       const Result& r = results[i];
       f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype << "\", \"out\": \"" << r.out
         << "\", \"rows\": " << r.rows
-        << ", \"hidden\": " << r.hidden << ", \"kernel\": \"" << r.kernel << "\", \"tuned\": "
+        << ", \"hidden\": " << r.hidden << ", \"backend\": \"" << r.backend << "\", \"kernel\": \"" << r.kernel
+        << "\", \"tuned\": "
         << (r.tuned ? "true" : "false") << ", \"us\": " << r.t.median_us << ", \"p10_us\": " << r.t.p10_us
         << ", \"p90_us\": " << r.t.p90_us << ", \"tbps\": " << tbps(r) << ", \"pct_copy_peak\": "
         << 100 * tbps(r) / peak << ", \"baseline\": \"" << r.base_name << "\", \"baseline_us\": "
@@ -294,11 +332,14 @@ int run(const std::vector<std::string_view>& args) {
           z_wide = std::make_unique<ZOutput>(ZFormat::kSame, t, rows, hidden);
         }
         for (const OpInfo* op_ptr : o.ops) {
+        for (const std::string& backend : o.backends) {
           const OpInfo& op = *op_ptr;
           const bool backward = is_backward(op.stage);
           if (backward && out != ZFormat::kSame) continue;
           const bool ln = op.norm == NormType::kLayerNorm;
+          const BackendScope backend_scope(backend);
           Result r;
+          r.backend = backend;
           r.op = op.name;
           r.dtype = std::string(dtype_name(t));
           r.out = z_format_name(out);
@@ -310,6 +351,16 @@ int run(const std::vector<std::string_view>& args) {
             fwd(Workspace(fwd, timer.stream()), timer.stream());
           }
           const CallWithWorkspace run_op = op_call(op, z);
+          if (backend == "cudnn") {
+            try {  // the size query selects the kernel: a call cuDNN does not run stops here
+              const Workspace probe(run_op, timer.stream());
+            } catch (const Error& e) {
+              std::printf("%-15s %-10s %6zux%-6zu cudnn: %s\n", op.name,
+                          out == ZFormat::kSame ? r.dtype.c_str() : (r.dtype + ">" + z_format_name(out)).c_str(), rows,
+                          hidden, e.what());
+              continue;
+            }
+          }
           const Workspace ws(run_op, timer.stream());  // allocated outside the timed region
           const std::function<void(cudaStream_t)> call = [&](cudaStream_t s) { run_op(ws, s); };
           const double z_bytes = static_cast<double>(z.data_bytes() + z.scale_bytes());
@@ -384,7 +435,12 @@ int run(const std::vector<std::string_view>& args) {
                                      r.unfused_us / r.t.median_us, "x faster)");
           }
           if (rows <= 128) {
-            r.graph_us = timer.time_graph(call, 100, 50).median_us;
+            try {
+              r.graph_us = timer.time_graph(call, 100, 50).median_us;
+            } catch (const Error& e) {  // (a backend whose calls cannot be captured: said, not timed)
+              std::printf("(%s %zux%zu, %s: not timed in a CUDA graph: %s)\n", op.name, rows, hidden, backend.c_str(),
+                          e.what());
+            }
             r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
           }
           const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
@@ -398,6 +454,7 @@ int run(const std::vector<std::string_view>& args) {
           std::fflush(stdout);
           results.push_back(r);
         }
+        }  // backends
       }  // outs
     }
   }  // dtypes

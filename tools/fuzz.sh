@@ -22,7 +22,8 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -f
        -DNORMTUNE_TUNED_SHARDS="${shards:-6}" -DNORMTUNE_VERSION_STRING=\"fuzz\")
 sources=("$root"/common/src/*.cpp "$root"/common/src/tensor/*.cpp "$root"/registry/src/*.cpp
          "$root"/normalization/src/api/*.cpp "$root"/normalization/src/plan/*.cpp
-         "$root"/normalization/src/reference/*.cpp "$root"/normalization/src/register/register_all.cpp)
+         "$root"/normalization/src/reference/*.cpp "$root"/normalization/src/register/register_all.cpp
+         "$root"/normalization/src/cudnn/backend_choice.cpp "$root"/normalization/src/cudnn/cudnn_library.cpp)
 objects=()
 for src in "${sources[@]}"; do
   obj="$out/obj/$(echo "${src#"$root"/}" | tr / _).o"

@@ -20,8 +20,9 @@ Usage:
   normtune <command> [options]
 
 Commands:
-  list [--filter TEXT]   Print every registered kernel entry, decoded: kind (tuned or
-                         general), architecture family, key, kernel name, config and, for
+  list [--filter TEXT]   Print every registered kernel entry, decoded: kind (tuned,
+                         general, or cudnn: a cuDNN graph, in builds with cuDNN's frontend
+                         headers), architecture family, key, kernel name, config and, for
                          tuned entries, where their timing came from. --filter keeps the
                          entries whose name or key contains TEXT.
   bench [options]        The main job: time the forward and backward kernels over a suite
@@ -37,6 +38,16 @@ Commands:
 Environment:
   NORMTUNE_WARN_FALLBACK=0   Silence the one-time warning printed when a call falls back
                              from a tuned kernel to the general kernel.
+  NVTE_NORM_FWD_USE_CUDNN=1, NVTE_NORM_BWD_USE_CUDNN=1
+                             TransformerEngine's switches: run the forward / backward calls
+                             on the cuDNN backend (until nvte_enable_cudnn_norm_fwd/bwd is
+                             called); an unsupported call is an error, never a fallback.
+  NORMTUNE_BACKEND=auto|native|cudnn
+                             The backend when TE's switch is off (default auto: the native
+                             kernels, tuned or general).
+  NORMTUNE_CUDNN_LIBRARY=F   The cuDNN library to open (default libcudnn.so.9).
+  NORMTUNE_CUDNN_PLAN_CACHE=N
+                             cuDNN plans kept (least recently used out first; default 64).
 
 Exit status: 0 on success, 2 on a usage error, 1 on any other error.
 )";
@@ -70,7 +81,10 @@ int cmd_list(const std::vector<std::string_view>& args) {
       detail += normtune::detail::concat("  [", e->provenance.device, " ", e->provenance.date, " ",
                                          e->provenance.time_us, " us, ", e->provenance.tool, "]");
     }
-    std::printf("%-8s %-7s %-80s %-44s %s\n", e->is_general() ? "general" : "tuned",
+    const char* kind = e->backend != normtune::Backend::kNative ? normtune::backend_name(e->backend).data()
+                       : e->is_general()                            ? "general"
+                                                                    : "tuned";
+    std::printf("%-8s %-7s %-80s %-44s %s\n", kind,
                 std::string(normtune::arch_family_name(e->arch)).c_str(), key.c_str(), e->name.c_str(),
                 detail.c_str());
     ++shown;

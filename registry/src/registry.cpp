@@ -37,6 +37,19 @@ ArchFamily current_arch_family() {
   return arch_family_of(info.cc_major, info.cc_minor, platform::kIsHip);
 }
 
+std::string_view backend_name(Backend b) {
+  switch (b) {
+    case Backend::kNative: return "native";
+    case Backend::kCudnn: return "cudnn";
+  }
+  return "invalid";
+}
+
+uint64_t Registry::backend_slot(const NormKey& key, Backend backend) {
+  // As tuned_slot: bits 57..63 of a packed key are free.
+  return pack(key) | (static_cast<uint64_t>(backend) << 57);
+}
+
 uint64_t Registry::tuned_slot(const NormKey& key, ArchFamily arch) {
   // Bits 57..63 of a packed key are free: the architecture family goes there.
   return pack(key) | (static_cast<uint64_t>(arch) << 57);
@@ -73,6 +86,31 @@ void Registry::add_general(KernelEntry entry) {
                    it->second.name, "' is already registered, '", entry.name, "' was added again");
   }
   general_.emplace(slot, std::move(entry));
+}
+
+void Registry::add_backend(KernelEntry entry) {
+  NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
+  NORMTUNE_CHECK(entry.backend != Backend::kNative, "backend entry '", entry.name, "' for ", to_string(entry.key),
+                 ": native kernels are added with add_tuned / add_general");
+  NORMTUNE_CHECK(entry.key == entry.key.entry_key() && entry.is_general(), "backend entry '", entry.name, "' for ",
+                 to_string(entry.key), ": expected hidden size 'any' and no run-time flags");
+  entry.arch = ArchFamily::kAny;
+  const uint64_t slot = backend_slot(entry.key, entry.backend);
+  if (auto it = backends_.find(slot); it != backends_.end()) {
+    NORMTUNE_ERROR("duplicate ", backend_name(entry.backend), " registration for ", to_string(entry.key), ": '",
+                   it->second.name, "' is already registered, '", entry.name, "' was added again");
+  }
+  backends_.emplace(slot, std::move(entry));
+}
+
+Selection Registry::select_backend(const NormKey& key, Backend backend, const void* args) const {
+  Selection sel;
+  if (auto it = backends_.find(backend_slot(key.general(), backend)); it != backends_.end()) {
+    sel.general_candidate = &it->second;
+    sel.general_rejection = it->second.can_implement ? it->second.can_implement(args) : nullptr;
+    if (sel.general_rejection == nullptr) sel.entry = sel.general_candidate;
+  }
+  return sel;
 }
 
 std::string Selection::fallback_reason(const NormKey& key, ArchFamily arch) const {
@@ -129,10 +167,12 @@ std::vector<const KernelEntry*> Registry::entries() const {
   out.reserve(size());
   for (const auto& [slot, e] : tuned_) out.push_back(&e);
   for (const auto& [slot, e] : general_) out.push_back(&e);
-  // Tuned first; then by architecture, norm, stage, types, hidden size (the reading order).
+  for (const auto& [slot, e] : backends_) out.push_back(&e);
+  // Tuned first, then general, then the other backends; then by architecture, norm, stage,
+  // types, hidden size (the reading order).
   auto order = [](const KernelEntry* e) {
     const NormKey& k = e->key;
-    return std::tuple(e->is_general(), e->arch, k.norm, k.stage, k.itype, k.wtype, k.otype,
+    return std::tuple(e->backend, e->is_general(), e->arch, k.norm, k.stage, k.itype, k.wtype, k.otype,
                       k.ctype, k.scaling, k.flags, k.hidden_size);
   };
   std::sort(out.begin(), out.end(),

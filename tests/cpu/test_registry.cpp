@@ -291,5 +291,58 @@ TEST(GlobalRegistry, EveryEntryIsWellFormedAndUnique) {
   EXPECT_EQ(&r, &kernel_registry());
 }
 
+
+// Another backend's entries (cuDNN): one per general key and backend, never chosen by
+// select(), found by select_backend(), listed after the native entries.
+TEST_F(RegistryTest, BackendEntriesAreAskedForByBackend) {
+  registry.add_general(general_entry());
+  KernelEntry cudnn = general_entry("rmsnorm_fwd_test_cudnn");
+  cudnn.backend = Backend::kCudnn;
+  cudnn.can_implement = needs_alignment;
+  cudnn.run = run_tuned;
+  registry.add_backend(cudnn);
+  EXPECT_EQ(registry.size(), 2u);
+
+  FakeArgs args;
+  const Selection native = registry.select(rms_fwd(4096), ArchFamily::kSm90, &args);
+  ASSERT_NE(native.entry, nullptr);
+  EXPECT_EQ(native.entry->name, "rmsnorm_fwd_test_general");
+
+  const Selection sel = registry.select_backend(rms_fwd(4096, DType::kBFloat16, true), Backend::kCudnn, &args);
+  ASSERT_NE(sel.entry, nullptr);
+  EXPECT_EQ(sel.entry->name, "rmsnorm_fwd_test_cudnn");
+  EXPECT_EQ(sel.entry->backend, Backend::kCudnn);
+  args.aligned = false;
+  const Selection rejected = registry.select_backend(rms_fwd(4096), Backend::kCudnn, &args);
+  EXPECT_EQ(rejected.entry, nullptr);
+  ASSERT_NE(rejected.general_rejection, nullptr);
+  EXPECT_STREQ(rejected.general_rejection, "x is not 16-byte aligned");
+  EXPECT_EQ(registry.select_backend(rms_fwd(4096, DType::kFloat16), Backend::kCudnn, &args).general_candidate, nullptr);
+
+  const auto all = registry.entries();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.back()->backend, Backend::kCudnn);
+  EXPECT_EQ(backend_name(Backend::kCudnn), "cudnn");
+  EXPECT_EQ(backend_name(Backend::kNative), "native");
+}
+
+TEST_F(RegistryTest, BackendEntryChecks) {
+  KernelEntry e = general_entry("rmsnorm_fwd_test_cudnn");
+  e.backend = Backend::kCudnn;
+  registry.add_backend(e);
+  try {
+    registry.add_backend(e);
+    FAIL() << "a duplicate backend entry was accepted";
+  } catch (const Error& err) {
+    EXPECT_THAT(err.what(), HasSubstr("duplicate cudnn registration"));
+    EXPECT_THAT(err.what(), HasSubstr("rmsnorm_fwd_test_cudnn"));
+  }
+  KernelEntry native = general_entry("rmsnorm_fwd_test_native");
+  EXPECT_THROW(registry.add_backend(native), Error);  // native entries go through add_general
+  KernelEntry sized = e;
+  sized.key = rms_fwd(4096);
+  EXPECT_THROW(registry.add_backend(sized), Error);  // backend entries serve every hidden size
+}
+
 }  // namespace
 }  // namespace normtune

@@ -89,6 +89,16 @@ void nvte_layernorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETenso
                         const int multiprocessorCount, const bool zero_centered_gamma,
                         cudaStream_t stream);
 
+/* TransformerEngine's backend switches: enable routes the forward (backward) calls of the
+ * whole process to the cuDNN backend, disable to normtune's kernels. Until called, TE's
+ * variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN (1: cuDNN) decide; when cuDNN is
+ * off, NORMTUNE_BACKEND=auto|native|cudnn does. A call routed to cuDNN runs there or raises
+ * normtune::Error (no cuDNN in this build, libcudnn not found, or an unsupported call:
+ * the fused-add forward and backward, quantized z, an amax of z); it never falls back
+ * silently. */
+void nvte_enable_cudnn_norm_fwd(bool enable);
+void nvte_enable_cudnn_norm_bwd(bool enable);
+
 #ifdef __cplusplus
 }  // extern "C"
 

@@ -98,7 +98,9 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   // With a plan override (the autotuner), the general kernel runs with that layout.
   const bool general_only = backward_plan_override() != nullptr;
   const KernelEntry& entry = select_kernel(key, &args, general_only);
-  const size_t bytes = workspace_bound(key, args, general_only);
+  const size_t bytes = entry.backend == Backend::kNative ? workspace_bound(key, args, general_only)
+                       : entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args)
+                                                          : 0;
   if (workspace_protocol(workspace, bytes)) return;
   args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
   run_kernel(entry, &args, stream);

@@ -8,6 +8,8 @@
 #include <normtune/common/device_info.h>
 #include <normtune/normtune.h>
 
+#include "cudnn/backend_choice.h"
+#include "cudnn/cudnn_library.h"
 #include "register/type_lists.h"
 
 namespace normtune {
@@ -450,8 +452,29 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
 }
 
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {
-  return general_only ? kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args)
-                      : kernel_registry().get_kernel(key, current_arch_family(), args);
+  if (general_only) return kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args);
+  const BackendChoice choice = backend_choice(is_backward(key.stage));
+  if (choice.request == BackendRequest::kCudnn) return cudnn_kernel(key, args, choice.source);
+  return kernel_registry().get_kernel(key, current_arch_family(), args);
+}
+
+const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source) {
+  const Selection sel = kernel_registry().select_backend(key, Backend::kCudnn, args);
+  if (sel.general_candidate == nullptr) {
+    NORMTUNE_ERROR(source, " asks for the cuDNN backend, but ",
+                   kCudnnBackendBuilt ? detail::concat("it does not implement ", to_string(key),
+                                                       " (it runs RMSNorm and LayerNorm forward and backward with "
+                                                       "z, dx of x's dtype; not the fused add, not quantized z)")
+                                      : std::string("this build of normtune has no cuDNN backend (configure with "
+                                                    "cuDNN's frontend headers: NORMTUNE_ENABLE_CUDNN=ON)"));
+  }
+  if (sel.entry == nullptr) {
+    NORMTUNE_ERROR(source, " asks for the cuDNN backend, which cannot run this call of ", to_string(key), ": ",
+                   sel.general_rejection);
+  }
+  std::string why;
+  if (cudnn_library(&why) == nullptr) NORMTUNE_ERROR(source, " asks for the cuDNN backend: ", why);
+  return *sel.entry;
 }
 
 bool is_size_query(NVTETensor workspace) {

@@ -48,8 +48,22 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
 NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_centered_gamma);
 
 // Step 4: the entry for `key` on the current device (tuned, else general; reports a fallback
-// once). general_only: skip tuned entries (the autotuner times the general kernel's layouts).
+// once), or the cuDNN backend's when the call asks for it (cudnn/backend_choice.h).
+// general_only: skip tuned entries and other backends (the autotuner times the general
+// kernel's layouts).
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only = false);
+
+// The cuDNN backend's entry for `key`, or normtune::Error naming `source` (what asked for
+// cuDNN) and why it cannot run the call: not built in, not implemented for the key, the
+// entry's own check (alignment, an amax of z, ...), libcudnn not found.
+const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source);
+
+// Whether this build has the cuDNN backend's entries (NORMTUNE_ENABLE_CUDNN).
+#ifdef NORMTUNE_WITH_CUDNN
+inline constexpr bool kCudnnBackendBuilt = true;
+#else
+inline constexpr bool kCudnnBackendBuilt = false;
+#endif
 
 // Whether this call is TransformerEngine's workspace size query: a workspace with
 // numel() == 0 (a default tensor, or shape [0]). A query needs no data; any other call has

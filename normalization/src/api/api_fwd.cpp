@@ -86,6 +86,7 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
   if (workspace_protocol(workspace, bytes)) return;
   if (call.rows == 0) return;
+  args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
   run_kernel(entry, &args, stream);
 }
 

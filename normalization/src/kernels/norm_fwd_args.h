@@ -47,6 +47,7 @@ struct FwdArgs {
   FwdParams params;
   int sm_bound = 0;       // multiprocessorCount: bounds the persistent grid
   bool clusters = false;  // the device can launch thread-block clusters
+  void* workspace = nullptr;  // the caller's workspace (the native kernels need none; cuDNN may)
 };
 
 }  // namespace normtune

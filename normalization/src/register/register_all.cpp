@@ -7,6 +7,9 @@
 
 #include "register/register_all.h"
 #include "register/type_lists.h"
+#ifdef NORMTUNE_WITH_CUDNN
+#include "cudnn/cudnn_norm.h"
+#endif
 
 namespace normtune {
 
@@ -28,6 +31,9 @@ void register_all(Registry& registry) {
   register_general_of_ops(registry, std::make_index_sequence<kNumOps>{});
   register_tuned_sm90_shards<false>(registry, std::make_integer_sequence<int, NORMTUNE_TUNED_SHARDS>{});
   register_tuned_sm90_shards<true>(registry, std::make_integer_sequence<int, NORMTUNE_TUNED_SHARDS>{});
+#ifdef NORMTUNE_WITH_CUDNN
+  register_cudnn_entries(registry);
+#endif
 }
 
 const Registry& kernel_registry() {

@@ -42,8 +42,14 @@ struct Provenance {
   const char* tool = "";    // "normtune tune 0.1.0"
 };
 
+// What runs an entry's calls: normtune's own kernels, or a cuDNN graph (normalization's
+// src/cudnn/, built when cuDNN's frontend headers are found; libcudnn opened at run time).
+enum class Backend : uint8_t { kNative = 0, kCudnn = 1 };
+std::string_view backend_name(Backend b);  // "native", "cudnn"
+
 struct KernelEntry {
   NormKey key;                 // hidden_size == kAnyHiddenSize for a general entry
+  Backend backend = Backend::kNative;
   ArchFamily arch = ArchFamily::kAny;
   std::string name;            // procedural: rmsnorm_fwd_bf16_bf16_bf16_h7168_n4_g224_c1
   std::string config;          // the named config fields, human readable
@@ -75,6 +81,14 @@ class Registry {
   void add_tuned(KernelEntry entry);
   // A general entry: hidden size wildcarded; serves every architecture family.
   void add_general(KernelEntry entry);
+  // An entry of another backend than the native kernels (general: hidden size wildcarded),
+  // at most one per (key, backend). Never chosen by select() / get_kernel(): the caller asks
+  // for it by backend (select_backend).
+  void add_backend(KernelEntry entry);
+
+  // The `backend` entry for `key` (its general key), and whether it can run the call:
+  // sel.entry is nullptr when there is none or it cannot (sel.general_rejection says why).
+  Selection select_backend(const NormKey& key, Backend backend, const void* args) const;
 
   // Which entry a call would run, without side effects. `key` is the call's key: the entries
   // are looked up by key.entry_key() (run-time flags cleared) and key.general().
@@ -88,12 +102,14 @@ class Registry {
 
   // Every entry, tuned first, sorted by architecture then key.
   std::vector<const KernelEntry*> entries() const;
-  size_t size() const { return tuned_.size() + general_.size(); }
+  size_t size() const { return tuned_.size() + general_.size() + backends_.size(); }
 
  private:
   static uint64_t tuned_slot(const NormKey& key, ArchFamily arch);
+  static uint64_t backend_slot(const NormKey& key, Backend backend);
   std::unordered_map<uint64_t, KernelEntry> tuned_;
   std::unordered_map<uint64_t, KernelEntry> general_;
+  std::unordered_map<uint64_t, KernelEntry> backends_;
   mutable OnceSet<uint64_t> warned_;  // (key, arch) slots whose fallback was reported
 };
 

@@ -1,0 +1,33 @@
+// Which backend a normalization call asks for: TransformerEngine's switches first, with TE's
+// meaning, then normtune's variable.
+//   - nvte_enable_cudnn_norm_fwd(bool) / nvte_enable_cudnn_norm_bwd(bool) set the choice of
+//     the forward / backward calls for the whole process; until one is called, TE's
+//     variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN (1: cuDNN) give it;
+//   - when TE's switch is off: NORMTUNE_BACKEND=auto|native|cudnn (default auto: the native
+//     kernels, tuned or general; no tuned line names cuDNN yet).
+// A call that asks for cuDNN gets it or a clear error (cuDNN not built in, libcudnn not
+// found, or the call is one the cuDNN backend does not implement); never the native kernel
+// instead.
+#pragma once
+
+namespace normtune {
+
+enum class BackendRequest { kAuto, kNative, kCudnn };
+
+struct BackendChoice {
+  BackendRequest request = BackendRequest::kAuto;
+  const char* source = "";  // what set it: "NVTE_NORM_FWD_USE_CUDNN=1", "NORMTUNE_BACKEND=cudnn", ...
+};
+
+// The choice for a forward (backward = false) or backward call. The variables are read once
+// per process, as TransformerEngine reads its own (no environment lookup on a call's path);
+// raises normtune::Error, at every call, for a NORMTUNE_BACKEND value that is not auto, native
+// or cudnn.
+BackendChoice backend_choice(bool backward);
+
+// What nvte_enable_cudnn_norm_fwd/bwd set: -1 (never called: the variable decides), 0 or 1.
+int cudnn_norm_switch(bool backward);
+// Back to "never called", and the variables read again at the next call (tests).
+void reset_cudnn_norm_switches();
+
+}  // namespace normtune

@@ -1,0 +1,436 @@
+// The cuDNN backend: RMSNorm and LayerNorm forward (training: z, rsigma, and mu for
+// LayerNorm) and backward (dx, dgamma, and dbeta for LayerNorm) as cudnn-frontend graphs,
+// registered as Backend::kCudnn entries of every (wtype, itype) the native kernels take with
+// z (dx) of x's type. Built only with cuDNN's frontend headers (NORMTUNE_ENABLE_CUDNN);
+// libcudnn is opened at run time (cudnn_library.h) and reached through the frontend's
+// dynamic-loading shim, so libnormtune.so does not link it.
+//
+// Plans: one graph per (key, zero-centered gamma, rows, hidden, device), built on first use
+// (the workspace size query builds it, so the real call only runs it) and kept in a bounded
+// LRU cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at
+// execution, so it is not part of the plan. Executions of one plan are serialized (a mutex
+// per plan); handles are per thread and device.
+//
+// Tensors as TransformerEngine's cuDNN path lays them out: x, z, dz, dx [rows, hidden, 1, 1]
+// with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
+// mu, rsigma [rows, 1, 1, 1] fp32. Zero-centered gamma: gamma + 1 by a pointwise add in fp32
+// before the norm (the native kernels add in fp32 too).
+#include "cudnn/cudnn_norm.h"
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+
+#include <cudnn_frontend.h>
+
+#include <normtune/common/device_info.h>
+#include <normtune/common/error.h>
+#include <normtune/normtune.h>
+
+#include "cudnn/cudnn_library.h"
+#include "cudnn/plan_cache.h"
+#include "kernels/norm_bwd_args.h"
+#include "kernels/norm_fwd_args.h"
+
+// The frontend's dynamic-loading shim finds cuDNN's functions through this handle.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
+
+namespace normtune {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// Tensor uids of the variant pack.
+enum Uid : int64_t {
+  kUidX = 1,
+  kUidGamma,
+  kUidBeta,
+  kUidEpsilon,
+  kUidOne,
+  kUidZ,
+  kUidMu,
+  kUidRsigma,
+  kUidDz,
+  kUidDx,
+  kUidDgamma,
+  kUidDbeta,
+};
+
+fe::DataType_t fe_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return fe::DataType_t::FLOAT;
+    case DType::kFloat16: return fe::DataType_t::HALF;
+    case DType::kBFloat16: return fe::DataType_t::BFLOAT16;
+    default: break;
+  }
+  NORMTUNE_ERROR("internal: no cuDNN data type for ", dtype_name(t));
+}
+
+void check(fe::error_t status, const char* what) {
+  if (!status.is_good()) NORMTUNE_ERROR("cuDNN ", what, " failed: ", status.get_message());
+}
+
+void check(cudnnStatus_t status, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS) NORMTUNE_ERROR("cuDNN ", what, " failed with status ", static_cast<int>(status));
+}
+
+// Opens libcudnn (once) and hands it to the frontend's shim.
+void ensure_library() {
+  static std::once_flag once;
+  std::string why;
+  void* lib = cudnn_library(&why);
+  if (lib == nullptr) NORMTUNE_ERROR("cuDNN backend: ", why);
+  std::call_once(once, [lib] { fe::cudnn_dlhandle = lib; });
+}
+
+// This thread's handle on `device`, created on first use.
+cudnnHandle_t handle_for(int device) {
+  struct Handles {
+    std::unordered_map<int, cudnnHandle_t> by_device;
+    ~Handles() {
+      for (auto& [d, h] : by_device) fe::detail::destroy_handle(h);
+    }
+  };
+  thread_local Handles handles;
+  if (auto it = handles.by_device.find(device); it != handles.by_device.end()) return it->second;
+  ensure_library();
+  cudnnHandle_t h = nullptr;
+  check(fe::detail::create_handle(&h), "cudnnCreate");
+  handles.by_device.emplace(device, h);
+  return h;
+}
+
+struct PlanKey {
+  uint64_t key = 0;  // pack(NormKey), the zero-centered flag included
+  int64_t rows = 0;
+  int device = 0;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    return std::hash<uint64_t>{}(k.key) ^ (std::hash<int64_t>{}(k.rows) * 0x9E3779B97F4A7C15ull) ^
+           static_cast<size_t>(k.device);
+  }
+};
+
+struct Plan {
+  fe::graph::Graph graph;
+  int64_t workspace = 0;
+  std::mutex run;  // executions of this plan, one at a time
+};
+
+size_t cache_capacity() {
+  const char* v = std::getenv("NORMTUNE_CUDNN_PLAN_CACHE");
+  if (v == nullptr || *v == '\0') return 64;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  NORMTUNE_CHECK(end != v && *end == '\0' && n >= 1, "NORMTUNE_CUDNN_PLAN_CACHE: expected a count >= 1, got '", v,
+                 "'");
+  return static_cast<size_t>(n);
+}
+
+LruCache<PlanKey, Plan, PlanKeyHash>& plan_cache() {
+  static LruCache<PlanKey, Plan, PlanKeyHash> cache(cache_capacity());
+  return cache;
+}
+
+std::shared_ptr<fe::graph::Tensor_attributes> rows_hidden(fe::graph::Graph& g, const char* name, int64_t uid,
+                                                           int64_t rows, int64_t hidden, DType t) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({rows, hidden, 1, 1})
+                      .set_stride({hidden, 1, hidden, hidden})
+                      .set_data_type(fe_type(t)));
+}
+std::shared_ptr<fe::graph::Tensor_attributes> per_column(fe::graph::Graph& g, const char* name, int64_t uid,
+                                                          int64_t hidden, DType t) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({1, hidden, 1, 1})
+                      .set_stride({hidden, 1, hidden, hidden})
+                      .set_data_type(fe_type(t)));
+}
+std::shared_ptr<fe::graph::Tensor_attributes> per_row(fe::graph::Graph& g, const char* name, int64_t uid,
+                                                       int64_t rows) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({rows, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_data_type(fe::DataType_t::FLOAT));
+}
+std::shared_ptr<fe::graph::Tensor_attributes> scalar(fe::graph::Graph& g, const char* name, int64_t uid) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({1, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_is_pass_by_value(true)
+                      .set_data_type(fe::DataType_t::FLOAT));
+}
+
+// gamma as the norm uses it: gamma, or gamma + 1 (fp32) with zero-centered gamma.
+std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, const NormKey& key, int64_t hidden) {
+  auto gamma = per_column(g, "gamma", kUidGamma, hidden, key.wtype);
+  if ((key.flags & kFlagZeroCenteredGamma) == 0) return gamma;
+  auto one = scalar(g, "one", kUidOne);
+  auto shifted = g.pointwise(gamma, one,
+                             fe::graph::Pointwise_attributes()
+                                 .set_name("gamma_plus_one")
+                                 .set_mode(fe::PointwiseMode_t::ADD)
+                                 .set_compute_data_type(fe::DataType_t::FLOAT));
+  shifted->set_data_type(fe::DataType_t::FLOAT);
+  return shifted;
+}
+
+void finish(Plan& plan, cudnnHandle_t h) {
+  check(plan.graph.validate(), "graph validation");
+  check(plan.graph.build_operation_graph(h), "operation graph");
+  check(plan.graph.create_execution_plans({fe::HeurMode_t::A}), "execution plans");
+  check(plan.graph.check_support(h), "support check");
+  check(plan.graph.build_plans(h), "plan build");
+  check(plan.graph.get_workspace_size(plan.workspace), "workspace size");
+}
+
+std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+  auto plan = std::make_shared<Plan>();
+  fe::graph::Graph& g = plan->graph;
+  g.set_io_data_type(fe_type(key.itype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
+  auto gamma = weight(g, key, hidden);
+  auto epsilon = scalar(g, "epsilon", kUidEpsilon);
+  if (key.norm == NormType::kRMSNorm) {
+    auto attrs = fe::graph::Rmsnorm_attributes()
+                     .set_forward_phase(fe::NormFwdPhase_t::TRAINING)
+                     .set_epsilon(epsilon)
+                     .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto [z, rsigma] = g.rmsnorm(x, gamma, attrs);
+    z->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+    rsigma->set_output(true).set_uid(kUidRsigma).set_data_type(fe::DataType_t::FLOAT);
+  } else {
+    auto beta = per_column(g, "beta", kUidBeta, hidden, key.wtype);
+    auto attrs = fe::graph::Layernorm_attributes()
+                     .set_forward_phase(fe::NormFwdPhase_t::TRAINING)
+                     .set_epsilon(epsilon)
+                     .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto [z, mu, rsigma] = g.layernorm(x, gamma, beta, attrs);
+    z->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+    mu->set_output(true).set_uid(kUidMu).set_data_type(fe::DataType_t::FLOAT);
+    rsigma->set_output(true).set_uid(kUidRsigma).set_data_type(fe::DataType_t::FLOAT);
+  }
+  finish(*plan, h);
+  return plan;
+}
+
+std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+  auto plan = std::make_shared<Plan>();
+  fe::graph::Graph& g = plan->graph;
+  g.set_io_data_type(fe_type(key.itype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto dz = rows_hidden(g, "dz", kUidDz, rows, hidden, key.itype);
+  auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
+  auto gamma = weight(g, key, hidden);
+  auto rsigma = per_row(g, "rsigma", kUidRsigma, rows);
+  if (key.norm == NormType::kRMSNorm) {
+    auto attrs = fe::graph::Rmsnorm_backward_attributes().has_dbias(false).set_compute_data_type(fe::DataType_t::FLOAT);
+    auto [dx, dgamma, dbias] = g.rmsnorm_backward(dz, x, gamma, rsigma, attrs);
+    dx->set_output(true).set_uid(kUidDx).set_data_type(fe_type(key.itype));
+    dgamma->set_output(true).set_uid(kUidDgamma).set_data_type(fe_type(key.wtype));
+    (void)dbias;
+  } else {
+    auto mu = per_row(g, "mu", kUidMu, rows);
+    auto attrs = fe::graph::Layernorm_backward_attributes()
+                     .set_saved_mean_and_inv_variance(mu, rsigma)
+                     .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto [dx, dgamma, dbeta] = g.layernorm_backward(dz, x, gamma, attrs);
+    dx->set_output(true).set_uid(kUidDx).set_data_type(fe_type(key.itype));
+    dgamma->set_output(true).set_uid(kUidDgamma).set_data_type(fe_type(key.wtype));
+    dbeta->set_output(true).set_uid(kUidDbeta).set_data_type(fe_type(key.wtype));
+  }
+  finish(*plan, h);
+  return plan;
+}
+
+// The plan of a call of `key` (types from the entry, zero-centered gamma from the call).
+std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden) {
+  key.flags = zero_centered ? kFlagZeroCenteredGamma : 0;
+  key.hidden_size = static_cast<uint32_t>(hidden);
+  const int device = current_device();
+  const PlanKey pk{pack(key), rows, device};
+  return plan_cache().get(pk, [&] {
+    cudnnHandle_t h = handle_for(device);
+    try {
+      return is_backward(key.stage) ? build_backward(key, rows, hidden, h) : build_forward(key, rows, hidden, h);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // the frontend's own exceptions (its loader, json)
+      NORMTUNE_ERROR("cuDNN graph for ", to_string(key), ", ", rows, " rows: ", e.what());
+    }
+  });
+}
+
+void execute(Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t stream) {
+  cudnnHandle_t h = handle_for(current_device());
+  std::lock_guard<std::mutex> lock(plan.run);
+  check(fe::detail::set_stream(h, stream), "cudnnSetStream");
+  check(plan.graph.execute(h, pack, workspace), "execution");
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// ---- the entries' functions ------------------------------------------------------------
+template <NormType kNorm, DType kW, DType kI>
+constexpr NormKey entry_key(Stage stage) {
+  return make_key(kNorm, stage, kW, kI, kI, kAnyHiddenSize, ScalingMode::kNone, false);
+}
+
+const char* forward_rejection(const void* a) {
+  const FwdParams& p = static_cast<const FwdArgs*>(a)->params;
+  if (p.amax != nullptr) return "it does not compute z's amax";
+  if (!aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.beta) || !aligned16(p.z)) {
+    return "its graphs take x, gamma, beta and z at 16-byte aligned addresses";
+  }
+  return nullptr;
+}
+
+const char* backward_rejection(const void* a) {
+  const BwdParams& p = static_cast<const BwdArgs*>(a)->params;
+  if (!aligned16(p.dz) || !aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.dx) || !aligned16(p.dgamma) ||
+      !aligned16(p.dbeta)) {
+    return "its graphs take dz, x, gamma, dx, dgamma and dbeta at 16-byte aligned addresses";
+  }
+  if (p.dx == p.dz && p.dx != nullptr) return "it does not write dx over dz (in place)";
+  return nullptr;
+}
+
+// The workspace of a call's plan (FwdArgs or BwdArgs): built here, by the size query.
+template <NormType kNorm, DType kW, DType kI, typename Args>
+size_t plan_workspace(const void* a) {
+  const auto& p = static_cast<const Args*>(a)->params;
+  if (p.rows == 0) return 0;
+  constexpr Stage kStage = std::is_same_v<Args, BwdArgs> ? Stage::kBackward : Stage::kForward;
+  return static_cast<size_t>(
+      plan_for(entry_key<kNorm, kW, kI>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->workspace);
+}
+
+template <NormType kNorm, DType kW, DType kI>
+void forward_run(const void* a, cudaStream_t stream) {
+  const FwdArgs& args = *static_cast<const FwdArgs*>(a);
+  const FwdParams& p = args.params;
+  if (p.rows == 0) return;
+  const auto plan = plan_for(entry_key<kNorm, kW, kI>(Stage::kForward), p.zero_centered_gamma, p.rows, p.hidden);
+  float epsilon = p.epsilon, one = 1.f;
+  std::unordered_map<int64_t, void*> pack = {
+      {kUidX, const_cast<void*>(p.x)}, {kUidGamma, const_cast<void*>(p.gamma)}, {kUidEpsilon, &epsilon},
+      {kUidZ, p.z},                   {kUidRsigma, p.rsigma}};
+  if (kNorm == NormType::kLayerNorm) {
+    pack[kUidBeta] = const_cast<void*>(p.beta);
+    pack[kUidMu] = p.mu;
+  }
+  if (p.zero_centered_gamma) pack[kUidOne] = &one;
+  execute(*plan, pack, args.workspace, stream);
+}
+
+template <NormType kNorm, DType kW, DType kI>
+void backward_run(const void* a, cudaStream_t stream) {
+  const BwdArgs& args = *static_cast<const BwdArgs*>(a);
+  const BwdParams& p = args.params;
+  if (p.rows == 0) {  // no rows: dgamma (dbeta) are sums of nothing
+    const size_t bytes = static_cast<size_t>(p.hidden) * dtype_storage_bytes(kW, 1);
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(p.dgamma, 0, bytes, stream));
+    if (kNorm == NormType::kLayerNorm) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(p.dbeta, 0, bytes, stream));
+    return;
+  }
+  const auto plan = plan_for(entry_key<kNorm, kW, kI>(Stage::kBackward), p.zero_centered_gamma, p.rows, p.hidden);
+  float one = 1.f;
+  std::unordered_map<int64_t, void*> pack = {
+      {kUidDz, const_cast<void*>(p.dz)},
+      {kUidX, const_cast<void*>(p.x)},
+      {kUidGamma, const_cast<void*>(p.gamma)},
+      {kUidRsigma, const_cast<float*>(p.rsigma)},
+      {kUidDx, p.dx},
+      {kUidDgamma, p.dgamma}};
+  if (kNorm == NormType::kLayerNorm) {
+    pack[kUidMu] = const_cast<float*>(p.mu);
+    pack[kUidDbeta] = p.dbeta;
+  }
+  if (p.zero_centered_gamma) pack[kUidOne] = &one;
+  execute(*plan, pack, args.workspace, stream);
+}
+
+template <NormType kNorm, DType kW, DType kI>
+void add_entries(Registry& registry, std::span<const TypeCombo> fwd, std::span<const TypeCombo> bwd) {
+  auto listed = [](std::span<const TypeCombo> list) {
+    for (const TypeCombo& c : list) {
+      if (c.wtype == kW && c.itype == kI && c.otype == kI && c.scaling == ScalingMode::kNone) return true;
+    }
+    return false;
+  };
+  const std::string types = detail::concat(dtype_name(kW), "_", dtype_name(kI));
+  const char* norm = kNorm == NormType::kRMSNorm ? "rmsnorm" : "layernorm";
+  auto add = [&](Stage stage, const char* what, CanImplementFn can, RunFn run, WorkspaceFn workspace) {
+    KernelEntry e;
+    e.key = entry_key<kNorm, kW, kI>(stage);
+    e.backend = Backend::kCudnn;
+    e.name = detail::concat(norm, is_backward(stage) ? "_bwd_" : "_fwd_", types, "_cudnn");
+    e.config = detail::concat("cudnn-frontend graph (", what, "), one plan per rows x hidden");
+    e.can_implement = can;
+    e.run = run;
+    e.workspace_bytes = workspace;
+    registry.add_backend(std::move(e));
+  };
+  if (listed(fwd)) {
+    add(Stage::kForward, "training: z, rsigma, mu", forward_rejection, forward_run<kNorm, kW, kI>,
+        plan_workspace<kNorm, kW, kI, FwdArgs>);
+  }
+  if (listed(bwd)) {
+    add(Stage::kBackward, "dx, dgamma, dbeta", backward_rejection, backward_run<kNorm, kW, kI>,
+        plan_workspace<kNorm, kW, kI, BwdArgs>);
+  }
+}
+
+template <NormType kNorm, DType kI>
+void add_entries_of_input(Registry& registry) {
+  const auto fwd = supported_types(Stage::kForward);
+  const auto bwd = supported_types(Stage::kBackward);
+  add_entries<kNorm, kI, kI>(registry, fwd, bwd);
+  if constexpr (kI != DType::kFloat32) add_entries<kNorm, DType::kFloat32, kI>(registry, fwd, bwd);
+}
+
+}  // namespace
+
+void register_cudnn_entries(Registry& registry) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    if (norm == NormType::kRMSNorm) {
+      add_entries_of_input<NormType::kRMSNorm, DType::kFloat32>(registry);
+      add_entries_of_input<NormType::kRMSNorm, DType::kFloat16>(registry);
+      add_entries_of_input<NormType::kRMSNorm, DType::kBFloat16>(registry);
+    } else {
+      add_entries_of_input<NormType::kLayerNorm, DType::kFloat32>(registry);
+      add_entries_of_input<NormType::kLayerNorm, DType::kFloat16>(registry);
+      add_entries_of_input<NormType::kLayerNorm, DType::kBFloat16>(registry);
+    }
+  }
+}
+
+CudnnCacheStats cudnn_plan_cache_stats() {
+  const auto& cache = plan_cache();
+  return {cache.size(), cache.capacity(), cache.hits(), cache.builds()};
+}
+
+}  // namespace normtune

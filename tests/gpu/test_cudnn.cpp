@@ -1,0 +1,165 @@
+// The cuDNN backend on the GPU: forward and backward through the C API with the backend
+// switched on (TransformerEngine's functions), against the same fp64 references and
+// tolerances as the native kernels; plans cached; unsupported calls rejected before any cuDNN
+// call; eight threads at once. Skips without a GPU, without the backend in this build, or
+// without libcudnn (NORMTUNE_CUDNN_LIBRARY names it when it is not on the loader's path).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <normtune/normalization.h>
+#include <normtune/normtune.h>
+
+#include "bwd_case.h"
+#include "fwd_case.h"
+#include "normalization/src/cudnn/backend_choice.h"
+#include "normalization/src/cudnn/cudnn_library.h"
+#include "normalization/src/cudnn/cudnn_norm.h"
+
+namespace normtune::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+class CudnnGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NORMTUNE_REQUIRE_GPU();
+    bool built = false;
+    for (const KernelEntry* e : kernel_registry().entries()) built = built || e->backend == Backend::kCudnn;
+    if (!built) GTEST_SKIP() << "this build has no cuDNN backend (NORMTUNE_ENABLE_CUDNN)";
+    std::string why;
+    if (cudnn_library(&why) == nullptr) GTEST_SKIP() << why;
+    nvte_enable_cudnn_norm_fwd(true);
+    nvte_enable_cudnn_norm_bwd(true);
+  }
+  void TearDown() override { reset_cudnn_norm_switches(); }
+};
+
+bool ran_cudnn(const KernelChoice& k) { return k.name.find("_cudnn") != std::string::npos && !k.tuned; }
+
+// Every case of the reference suites: both norms, four (gamma, x) type pairs, three hidden
+// sizes, 1 and 37 rows, zero-centered gamma or not.
+template <typename Fn>
+void for_each_case(Fn&& fn) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (const auto& [w, t] : {std::tuple{DType::kBFloat16, DType::kBFloat16}, std::tuple{DType::kFloat32, DType::kBFloat16},
+                               std::tuple{DType::kFloat16, DType::kFloat16}, std::tuple{DType::kFloat32, DType::kFloat32}}) {
+      for (size_t hidden : {size_t{128}, size_t{1024}, size_t{7168}}) {
+        for (size_t rows : {size_t{1}, size_t{37}}) {
+          for (bool zc : {false, true}) fn(norm, w, t, hidden, rows, zc, static_cast<uint32_t>(hidden + rows + (zc ? 7 : 0)));
+        }
+      }
+    }
+  }
+}
+
+// Runs every case as a Case (FwdCase or BwdCase) through `run`, expecting the cuDNN entry.
+template <typename Case, typename Run>
+void run_every_case(Run&& run) {
+  for_each_case([&](NormType norm, DType w, DType t, size_t hidden, size_t rows, bool zc, uint32_t seed) {
+    Case c;
+    c.norm = norm;
+    c.wtype = w;
+    c.itype = t;
+    if constexpr (std::is_same_v<Case, FwdCase>) c.otype = t;
+    c.hidden = hidden;
+    c.rows = rows;
+    c.zero_centered_gamma = zc;
+    c.seed = seed;
+    SCOPED_TRACE(c.describe());
+    const auto r = run(c);
+    EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
+  });
+}
+
+TEST_F(CudnnGpu, ForwardMatchesTheReference) {
+  run_every_case<FwdCase>([](const FwdCase& c) { return run_fwd(c); });
+}
+
+TEST_F(CudnnGpu, BackwardMatchesTheReference) {
+  run_every_case<BwdCase>([](const BwdCase& c) { return run_bwd(c); });
+}
+
+TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
+  FwdCase c;
+  c.hidden = 2048;
+  c.rows = 19;
+  run_fwd(c);  // built here (or earlier) and cached
+  const CudnnCacheStats before = cudnn_plan_cache_stats();
+  for (int i = 0; i < 5; ++i) run_fwd(c);
+  const CudnnCacheStats after = cudnn_plan_cache_stats();
+  EXPECT_EQ(after.builds, before.builds) << "a cached shape was built again";
+  EXPECT_GE(after.hits, before.hits + 10);  // the query and the call, five times
+  EXPECT_LE(after.size, after.capacity);
+}
+
+TEST_F(CudnnGpu, UnsupportedCallsAreClearErrors) {
+  auto expect_error = [](auto&& call, const char* needle) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("nvte_enable_cudnn_norm_"));
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  FwdCase add;
+  add.fused_add = true;
+  expect_error([&] { run_fwd(add); }, "does not implement");
+  FwdCase amax;
+  amax.with_amax = true;
+  expect_error([&] { run_fwd(amax); }, "amax");
+  FwdCase misaligned;
+  misaligned.x_offset = 2;
+  expect_error([&] { run_fwd(misaligned); }, "16-byte aligned");
+  BwdCase bwd_add;
+  bwd_add.add = true;
+  expect_error([&] { run_bwd(bwd_add); }, "does not implement");
+  BwdCase in_place;
+  in_place.in_place = true;
+  expect_error([&] { run_bwd(in_place); }, "in place");
+  // The native kernels again once the switch is off.
+  reset_cudnn_norm_switches();
+  EXPECT_FALSE(ran_cudnn(run_fwd(add).kernel));
+}
+
+TEST_F(CudnnGpu, EightThreadsAtOnce) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < 4; ++i) {
+          FwdCase c;
+          c.norm = t % 2 == 0 ? NormType::kRMSNorm : NormType::kLayerNorm;
+          c.hidden = 1024 + 512 * (t % 3);  // shared and distinct plans
+          c.rows = 33;
+          c.seed = static_cast<uint32_t>(100 * t + i);
+          const FwdResult r = run_fwd(c, /*check=*/false);
+          if (!ran_cudnn(r.kernel)) ++failures;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  // And the results of such a shape, alone, against the reference.
+  FwdCase c;
+  c.norm = NormType::kLayerNorm;
+  c.hidden = 1536;
+  c.rows = 33;
+  run_fwd(c);
+}
+
+}  // namespace
+}  // namespace normtune::test
