@@ -372,7 +372,8 @@ int run(const std::vector<std::string_view>& args) {
           }
           ranked = std::move(order);
         }
-        auto [best, best_us] = fastest_verified(
+        // (A pair, not a structured binding: clang before 16, hipcc's, cannot capture one.)
+        const std::pair<FwdPlan, double> verified = fastest_verified(
             ranked,
             [&](const FwdPlan& plan) {
               set_forward_plan_override(&plan);
@@ -386,6 +387,8 @@ int run(const std::vector<std::string_view>& args) {
             },
             detail::concat(op.name, " ", dname, " ", hidden, " z ", bench::z_format_name(out)));
         set_forward_plan_override(nullptr);
+        const FwdPlan best = verified.first;
+        double best_us = verified.second;
         // The time recorded: on the confirmation problem for a finalist, else on the timed one.
         size_t line_rows = rows;
         if (big && !confirmed.empty()) {
