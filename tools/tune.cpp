@@ -42,9 +42,10 @@ const char* const kHelp = R"(normtune tune [options]
     --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
-    --confirm N      forward: the candidates within 3% of the fastest (at most 6) are timed
-                     again on a problem of N elements and ranked by that time, which the
-                     line then records (default 134217728 = 128M, the row counts of a
+    --confirm N      forward: the candidates within 3% of the fastest (at most 6) are
+                     checked (64 sampled rows) and timed again on a problem of N elements
+                     and ranked by that time, which the line then records (default
+                     134217728 = 128M, the row counts of a
                      training step; 0: off). Layouts that tie on 32M elements part on
                      larger problems (the pipelined and staged RMSNorm lines at 4096-8192:
                      within 1% on 32M elements, 1.1x apart at 32768 x 8192)
@@ -264,7 +265,10 @@ int run(const std::vector<std::string_view>& args) {
     } else if (args[i] == "--elements") {
       elements = std::stoull(value());
     } else if (args[i] == "--confirm") {
-      confirm = std::stoull(value());
+      const std::string v(value());
+      NORMTUNE_CHECK(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos,
+                     "tune: --confirm: expected a count of elements (0: off), got '", v, "'");
+      confirm = std::stoull(v);
     } else if (args[i] == "--clusters") {
       clusters = std::stoi(value());
       NORMTUNE_CHECK(clusters >= 1 && clusters <= kMaxCtasPerRow, "tune: --clusters: expected 1..", kMaxCtasPerRow);
@@ -301,6 +305,10 @@ int run(const std::vector<std::string_view>& args) {
       const bool forward_ops = std::any_of(ops.begin(), ops.end(), [](const OpInfo* o) { return !is_backward(o->stage); });
       const std::unique_ptr<FwdTensors> big =
           big_rows > rows && forward_ops ? std::make_unique<FwdTensors>(t, big_rows, hidden) : nullptr;
+      if (forward_ops && confirm != 0 && big == nullptr) {
+        std::fprintf(stderr, "hidden %d: no confirmation run (--confirm %zu elements is not more than the %zux%d timed)\n",
+                     hidden, confirm, rows, hidden);
+      }
       for (const bench::ZFormat out : outs) {
       const bench::ZOutput hz(out, t, rows, static_cast<size_t>(hidden));
       const std::unique_ptr<bench::ZOutput> hz_big =
@@ -345,6 +353,7 @@ int run(const std::vector<std::string_view>& args) {
           timed.emplace_back(timer.time(call, 3, reps).median_us, plan);
           if (verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
         }
+        set_forward_plan_override(nullptr);  // (the candidates' vector is gone)
         // The finalists again on the larger problem, ranked by that time: the order in
         // which they are verified (before the others), and the time and shape recorded.
         std::vector<std::pair<double, FwdPlan>> ranked = timed;
@@ -354,21 +363,38 @@ int run(const std::vector<std::string_view>& args) {
           const bench::CallWithWorkspace fwd_big = forward_call(op, *big, *hz_big);
           const bench::Workspace ws_big(fwd_big, timer.stream());
           auto call_big = [&](cudaStream_t s) { fwd_big(ws_big, s); };
-          for (size_t k = 0; k < ranked.size() && k < 6 && ranked[k].first <= 1.03 * ranked.front().first; ++k) {
+          size_t finalists = 0;
+          while (finalists < ranked.size() && finalists < 6 && ranked[finalists].first <= 1.03 * ranked.front().first) {
+            ++finalists;
+          }
+          for (size_t k = 0; k < finalists; ++k) {
             set_forward_plan_override(&ranked[k].second);
-            confirmed.emplace_back(timer.time(call_big, 3, reps).median_us, ranked[k].second);
+            try {  // checked on the larger problem too (64 sampled rows), then timed
+              hz_big->poison(timer.stream());
+              call_big(timer.stream());
+              NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+              bench::verify(op, t, big_rows, hidden, big->x.ptr, add ? big->res.ptr : nullptr, big->gamma.ptr,
+                            ln ? big->beta.ptr : nullptr, *hz_big, big->rs.ptr, 1e-5f);
+              confirmed.emplace_back(timer.time(call_big, 3, reps).median_us, ranked[k].second);
+            } catch (const Error& err) {  // not a finalist: verified and ranked with the others
+              std::fprintf(stderr, "finalist %s dropped on %zux%d: %s\n", config_string(ranked[k].second).c_str(),
+                           big_rows, hidden, err.what());
+              continue;
+            }
             if (verbose) {
               std::fprintf(stderr, "  %8.2f us  %s (%zux%d)\n", confirmed.back().first,
                            config_string(ranked[k].second).c_str(), big_rows, hidden);
             }
           }
+          set_forward_plan_override(nullptr);
           std::sort(confirmed.begin(), confirmed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
           // fastest_verified orders by the first member: the finalists as 0, 1, ..., the
           // others after them in their own order.
           std::vector<std::pair<double, FwdPlan>> order;
-          for (size_t k = 0; k < confirmed.size(); ++k) order.emplace_back(static_cast<double>(k), confirmed[k].second);
-          for (size_t k = confirmed.size(); k < ranked.size(); ++k) {
-            order.emplace_back(static_cast<double>(k), ranked[k].second);
+          for (const auto& c : confirmed) order.emplace_back(static_cast<double>(order.size()), c.second);
+          for (const auto& r : ranked) {  // the others (and any finalist dropped above), in their order
+            const bool in = std::any_of(confirmed.begin(), confirmed.end(), [&](const auto& c) { return c.second == r.second; });
+            if (!in) order.emplace_back(static_cast<double>(order.size()), r.second);
           }
           ranked = std::move(order);
         }

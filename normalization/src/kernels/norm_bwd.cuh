@@ -133,15 +133,16 @@ struct GradAccum {
     }
   }
   // Adds this row's terms to the first kCount outputs (dgamma, then dbeta).
+  // (Unpacked as store_dx unpacks them, so that y(x) is computed once for both.)
   template <int kCount = Traits::kOutputs, typename I>
   __device__ __forceinline__ void add(const BwdMath<Traits>& m, const Vec<I, kVec>& x,
                                       const Vec<I, kVec>& dz) {
+    float xf[kVec], dzf[kVec], yf[kVec];
+    unpack_floats(x, xf);
+    unpack_floats(dz, dzf);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const float d = to_float(dz.v[k]);
-      v[0][k] += d * m.y(to_float(x.v[k]));
-      if constexpr (kCount > 1) v[1][k] += d;
-    }
+    for (int k = 0; k < kVec; ++k) yf[k] = m.y(xf[k]);
+    add_of_y<kCount>(yf, dzf);
   }
   // The same from floats: y = y(x) and dz of each column.
   template <int kCount = Traits::kOutputs>
