@@ -311,7 +311,14 @@ Timing Timer::time_graph(const std::function<void(cudaStream_t)>& fn, int calls,
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   NORMTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < calls; ++i) fn(stream_);
+  try {
+    for (int i = 0; i < calls; ++i) fn(stream_);
+  } catch (...) {  // end the capture, so that the stream (and later captures) still work
+    cudaGraph_t partial = nullptr;
+    if (cudaStreamEndCapture(stream_, &partial) == cudaSuccess && partial != nullptr) cudaGraphDestroy(partial);
+    cudaGetLastError();
+    throw;
+  }
   NORMTUNE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
   NORMTUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int i = 0; i < 5; ++i) NORMTUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));

@@ -10,6 +10,9 @@
 
 #include "cudnn/backend_choice.h"
 #include "cudnn/cudnn_library.h"
+#ifdef NORMTUNE_WITH_CUDNN
+#include "cudnn/cudnn_norm.h"
+#endif
 #include "register/type_lists.h"
 
 namespace normtune {
@@ -474,6 +477,9 @@ const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char
   }
   std::string why;
   if (cudnn_library(&why) == nullptr) NORMTUNE_ERROR(source, " asks for the cuDNN backend: ", why);
+#ifdef NORMTUNE_WITH_CUDNN
+  set_cudnn_call_source(source);
+#endif
   return *sel.entry;
 }
 

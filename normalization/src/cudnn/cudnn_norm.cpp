@@ -93,22 +93,32 @@ void ensure_library() {
   std::call_once(once, [lib] { fe::cudnn_dlhandle = lib; });
 }
 
-// This thread's handle on `device`, created on first use.
-cudnnHandle_t handle_for(int device) {
-  struct Handles {
-    std::unordered_map<int, cudnnHandle_t> by_device;
-    ~Handles() {
-      for (auto& [d, h] : by_device) fe::detail::destroy_handle(h);
-    }
-  };
-  thread_local Handles handles;
-  if (auto it = handles.by_device.find(device); it != handles.by_device.end()) return it->second;
-  ensure_library();
-  cudnnHandle_t h = nullptr;
-  check(fe::detail::create_handle(&h), "cudnnCreate");
-  handles.by_device.emplace(device, h);
-  return h;
+// The handle of `device`, created on first use and kept for the life of the process (as
+// TransformerEngine keeps its handles), with the lock under which it builds and runs plans:
+// a plan keeps the handle it was built with, and a handle is not to be used by two threads
+// at once, so every build and every execution on a device takes its lock (host-side
+// enqueueing is serialized per device; the GPU work stays asynchronous).
+struct DeviceHandle {
+  cudnnHandle_t handle = nullptr;
+  std::mutex lock;
+};
+DeviceHandle& device_handle(int device) {
+  static std::mutex mutex;
+  static auto* handles = new std::unordered_map<int, std::unique_ptr<DeviceHandle>>();  // never destroyed
+  std::lock_guard<std::mutex> guard(mutex);
+  auto& slot = (*handles)[device];
+  if (slot == nullptr) {
+    ensure_library();
+    auto h = std::make_unique<DeviceHandle>();
+    check(fe::detail::create_handle(&h->handle), "cudnnCreate");
+    slot = std::move(h);
+  }
+  return *slot;
 }
+
+// What asked for cuDNN in this thread's current call (api_common's cudnn_kernel sets it): the
+// backend's errors name it.
+thread_local const char* t_source = "the cuDNN backend";
 
 struct PlanKey {
   uint64_t key = 0;  // pack(NormKey), the zero-centered flag included
@@ -126,7 +136,6 @@ struct PlanKeyHash {
 struct Plan {
   fe::graph::Graph graph;
   int64_t workspace = 0;
-  std::mutex run;  // executions of this plan, one at a time
 };
 
 size_t cache_capacity() {
@@ -139,9 +148,10 @@ size_t cache_capacity() {
   return static_cast<size_t>(n);
 }
 
+// Never destroyed: at exit it would release plans after libcudnn has torn itself down.
 LruCache<PlanKey, Plan, PlanKeyHash>& plan_cache() {
-  static LruCache<PlanKey, Plan, PlanKeyHash> cache(cache_capacity());
-  return cache;
+  static auto* cache = new LruCache<PlanKey, Plan, PlanKeyHash>(cache_capacity());
+  return *cache;
 }
 
 std::shared_ptr<fe::graph::Tensor_attributes> rows_hidden(fe::graph::Graph& g, const char* name, int64_t uid,
@@ -198,7 +208,7 @@ std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, const 
 void finish(Plan& plan, cudnnHandle_t h) {
   check(plan.graph.validate(), "graph validation");
   check(plan.graph.build_operation_graph(h), "operation graph");
-  check(plan.graph.create_execution_plans({fe::HeurMode_t::A}), "execution plans");
+  check(plan.graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "execution plans");
   check(plan.graph.check_support(h), "support check");
   check(plan.graph.build_plans(h), "plan build");
   check(plan.graph.get_workspace_size(plan.workspace), "workspace size");
@@ -266,29 +276,47 @@ std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t h
   return plan;
 }
 
+// Errors of the backend: what asked for cuDNN, the call, what failed. The frontend's own
+// exceptions (its loader) become normtune::Error too: nothing else leaves the C API.
+template <typename Fn>
+auto with_context(const NormKey& key, int64_t rows, const char* what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ", rows,
+                   " rows failed: ", e.what());
+  }
+}
+
 // The plan of a call of `key` (types from the entry, zero-centered gamma from the call).
 std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden) {
   key.flags = zero_centered ? kFlagZeroCenteredGamma : 0;
   key.hidden_size = static_cast<uint32_t>(hidden);
   const int device = current_device();
   const PlanKey pk{pack(key), rows, device};
-  return plan_cache().get(pk, [&] {
-    cudnnHandle_t h = handle_for(device);
-    try {
-      return is_backward(key.stage) ? build_backward(key, rows, hidden, h) : build_forward(key, rows, hidden, h);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {  // the frontend's own exceptions (its loader, json)
-      NORMTUNE_ERROR("cuDNN graph for ", to_string(key), ", ", rows, " rows: ", e.what());
-    }
+  return with_context(key, rows, "building the graph", [&] {
+    return plan_cache().get(pk, [&] {
+      DeviceHandle& dh = device_handle(device);
+      if (zero_centered && fe::detail::get_backend_version() < 90700) {
+        NORMTUNE_ERROR("zero-centered gamma through cuDNN needs cuDNN 9.7 or newer (this is ",
+                       fe::detail::get_backend_version(), ")");
+      }
+      std::lock_guard<std::mutex> lock(dh.lock);
+      return is_backward(key.stage) ? build_backward(key, rows, hidden, dh.handle)
+                                    : build_forward(key, rows, hidden, dh.handle);
+    });
   });
 }
 
-void execute(Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t stream) {
-  cudnnHandle_t h = handle_for(current_device());
-  std::lock_guard<std::mutex> lock(plan.run);
-  check(fe::detail::set_stream(h, stream), "cudnnSetStream");
-  check(plan.graph.execute(h, pack, workspace), "execution");
+void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace,
+             cudaStream_t stream) {
+  with_context(key, rows, "running the graph", [&] {
+    DeviceHandle& dh = device_handle(current_device());
+    std::lock_guard<std::mutex> lock(dh.lock);
+    check(fe::detail::set_stream(dh.handle, stream), "cudnnSetStream");
+    check(plan.graph.execute(dh.handle, pack, workspace), "execution");
+    return 0;
+  });
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -302,8 +330,9 @@ constexpr NormKey entry_key(Stage stage) {
 const char* forward_rejection(const void* a) {
   const FwdParams& p = static_cast<const FwdArgs*>(a)->params;
   if (p.amax != nullptr) return "it does not compute z's amax";
-  if (!aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.beta) || !aligned16(p.z)) {
-    return "its graphs take x, gamma, beta and z at 16-byte aligned addresses";
+  if (!aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.beta) || !aligned16(p.z) || !aligned16(p.mu) ||
+      !aligned16(p.rsigma)) {
+    return "its graphs take x, gamma, beta, z, mu and rsigma at 16-byte aligned addresses";
   }
   return nullptr;
 }
@@ -311,8 +340,8 @@ const char* forward_rejection(const void* a) {
 const char* backward_rejection(const void* a) {
   const BwdParams& p = static_cast<const BwdArgs*>(a)->params;
   if (!aligned16(p.dz) || !aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.dx) || !aligned16(p.dgamma) ||
-      !aligned16(p.dbeta)) {
-    return "its graphs take dz, x, gamma, dx, dgamma and dbeta at 16-byte aligned addresses";
+      !aligned16(p.dbeta) || !aligned16(p.mu) || !aligned16(p.rsigma)) {
+    return "its graphs take dz, x, gamma, mu, rsigma, dx, dgamma and dbeta at 16-byte aligned addresses";
   }
   if (p.dx == p.dz && p.dx != nullptr) return "it does not write dx over dz (in place)";
   return nullptr;
@@ -343,7 +372,7 @@ void forward_run(const void* a, cudaStream_t stream) {
     pack[kUidMu] = p.mu;
   }
   if (p.zero_centered_gamma) pack[kUidOne] = &one;
-  execute(*plan, pack, args.workspace, stream);
+  execute(entry_key<kNorm, kW, kI>(Stage::kForward), p.rows, *plan, pack, args.workspace, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -370,7 +399,7 @@ void backward_run(const void* a, cudaStream_t stream) {
     pack[kUidDbeta] = p.dbeta;
   }
   if (p.zero_centered_gamma) pack[kUidOne] = &one;
-  execute(*plan, pack, args.workspace, stream);
+  execute(entry_key<kNorm, kW, kI>(Stage::kBackward), p.rows, *plan, pack, args.workspace, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -427,6 +456,8 @@ void register_cudnn_entries(Registry& registry) {
     }
   }
 }
+
+void set_cudnn_call_source(const char* source) { t_source = source; }
 
 CudnnCacheStats cudnn_plan_cache_stats() {
   const auto& cache = plan_cache();

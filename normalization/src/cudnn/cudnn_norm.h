@@ -11,6 +11,10 @@ namespace normtune {
 // (wtype, itype) of the native type lists with z (dx) of x's dtype and no scaling.
 void register_cudnn_entries(Registry& registry);
 
+// What asked for cuDNN in this thread's current call ("NVTE_NORM_FWD_USE_CUDNN=1", ...): the
+// backend's build and execution errors name it.
+void set_cudnn_call_source(const char* source);
+
 // The plan cache's state (tests, `normtune bench`).
 struct CudnnCacheStats {
   size_t size = 0, capacity = 0, hits = 0, builds = 0;
