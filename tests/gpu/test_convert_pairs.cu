@@ -33,8 +33,8 @@ TEST(ConvertGpu, PairConversionsGiveTheBitsOfOneAtATime) {
   DeviceBuffer mismatches(sizeof(unsigned long long)), first(sizeof(uint32_t));
   NORMTUNE_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
   NORMTUNE_CUDA_CHECK(cudaMemset(first.get(), 0, sizeof(uint32_t)));
-  compare_pairs<<<132 * 16, 256>>>(static_cast<unsigned long long*>(mismatches.get()),
-                                   static_cast<uint32_t*>(first.get()));
+  compare_pairs<<<132 * 16, 256>>>(reinterpret_cast<unsigned long long*>(mismatches.get()),
+                                   reinterpret_cast<uint32_t*>(first.get()));
   NORMTUNE_CUDA_CHECK(cudaGetLastError());
   NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());
   unsigned long long bad = 0;
