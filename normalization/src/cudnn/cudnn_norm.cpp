@@ -8,8 +8,8 @@
 // Plans: one graph per (key, zero-centered gamma, rows, hidden, device), built on first use
 // (the workspace size query builds it, so the real call only runs it) and kept in a bounded
 // LRU cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at
-// execution, so it is not part of the plan. Executions of one plan are serialized (a mutex
-// per plan); handles are per thread and device.
+// execution, so it is not part of the plan. One handle per device, kept for the process;
+// builds and executions on a device take its lock (see device_handle).
 //
 // Tensors as TransformerEngine's cuDNN path lays them out: x, z, dz, dx [rows, hidden, 1, 1]
 // with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
