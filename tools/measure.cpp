@@ -315,8 +315,8 @@ Timing Timer::time_graph(const std::function<void(cudaStream_t)>& fn, int calls,
     for (int i = 0; i < calls; ++i) fn(stream_);
   } catch (...) {  // end the capture, so that the stream (and later captures) still work
     cudaGraph_t partial = nullptr;
-    if (cudaStreamEndCapture(stream_, &partial) == cudaSuccess && partial != nullptr) cudaGraphDestroy(partial);
-    cudaGetLastError();
+    if (cudaStreamEndCapture(stream_, &partial) == cudaSuccess && partial != nullptr) (void)cudaGraphDestroy(partial);
+    (void)cudaGetLastError();
     throw;
   }
   NORMTUNE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
