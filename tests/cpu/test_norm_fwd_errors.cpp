@@ -505,14 +505,15 @@ TEST_F(FwdErrors, BlockScaledOutputBuffers) {
   const uint8_t swizzled = 1;
   nvte_set_tensor_param_v2(nv, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
   accepted(nv);
-  // Hidden sizes that are not whole blocks of 16.
-  {
+  // A hidden size of 40 (not a multiple of 16) with a z of `mode`: the message.
+  auto rejects_hidden_40 = [&](NVTEScalingMode mode, NVTEDType zdtype, const char* message) {
     Handle x40{fake(0x100000), {kRows, 40}, kNVTEBFloat16}, g40{fake(0x200000), {40}, kNVTEBFloat16},
-        z40{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kRows, 40}, kNVTEFloat4E2M1};
+        z40{mode, fake(0x400000), {kRows, 40}, zdtype};
     EXPECT_THAT([&] { nvte_rmsnorm_fwd(x40, g40, 1e-5f, z40, rsigma, workspace, 0, false, nullptr); },
-                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 16 (NVFP4 blocks of "
-                                               "16 elements), got 40")));
-  }
+                ThrowsMessage<Error>(HasSubstr(message)));
+  };
+  rejects_hidden_40(NVTE_NVFP4_1D_SCALING, kNVTEFloat4E2M1,
+                    "argument 'z': expected a hidden size divisible by 16 (NVFP4 blocks of 16 elements), got 40");
   // e2m1 codes come from x of gamma's dtype.
   {
     Handle g32{fake(0x200000), {kHidden}, kNVTEFloat32};
@@ -567,11 +568,9 @@ TEST_F(FwdErrors, BlockScaledOutputBuffers) {
                                                       "roundup(rows, 4)], got fp32 of shape [8, 8]")));
     z64.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {9, 8}, kNVTEFloat32);
     expect_rejected_after_the_data_checks(rms64);
-    Handle x40{fake(0x100000), {kRows, 40}, kNVTEBFloat16}, g40{fake(0x200000), {40}, kNVTEBFloat16},
-        z40{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kRows, 40}, kNVTEFloat8E4M3};
-    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x40, g40, 1e-5f, z40, rsigma, workspace, 0, false, nullptr); },
-                ThrowsMessage<Error>(HasSubstr("argument 'z': expected a hidden size divisible by 16 (1x128-block FP8 "
-                                               "blocks of 128 elements, a row's last one may be partial), got 40")));
+    rejects_hidden_40(NVTE_BLOCK_SCALING_1D, kNVTEFloat8E4M3,
+                      "argument 'z': expected a hidden size divisible by 16 (1x128-block FP8 blocks of 128 elements, "
+                      "a row's last one may be partial), got 40");
   }
 }
 
