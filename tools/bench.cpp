@@ -27,7 +27,6 @@
 
 #include "bench_kernels.h"
 #include "measure.h"
-#include "normalization/src/cudnn/backend_choice.h"
 #include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::bench {
@@ -59,12 +58,12 @@ const char* const kHelp = R"(normtune bench [options]
                      row when rows x hidden <= 16M, else 64 sampled rows; backward:
                      dgamma/dbeta too at <= 16M)
     --backend LIST   auto,native,cudnn: each op and shape once per backend (default auto:
-                     as the library's switches say, the native kernels unless
-                     NVTE_NORM_*_USE_CUDNN or NORMTUNE_BACKEND ask for cuDNN). cudnn sets
-                     TransformerEngine's switches (nvte_enable_cudnn_norm_fwd/bwd) for its
-                     calls; a call the cuDNN backend does not run (fused add, quantized z,
-                     ...) is listed as such and skipped. The kernel column names the backend
-                     (..._cudnn).
+                     as the library's switches say: the tuned table's choice per key,
+                     native or cuDNN, unless NVTE_NORM_*_USE_CUDNN or NORMTUNE_BACKEND say
+                     otherwise). native and cudnn set TransformerEngine's switches
+                     (nvte_enable_cudnn_norm_fwd/bwd: false, true) for their calls; a call
+                     the cuDNN backend does not run (fused add, quantized z, ...) is listed
+                     as such and skipped. The kernel column names the backend (..._cudnn).
     --csv FILE       write the results as CSV
     --json FILE      write the results as JSON
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
@@ -119,25 +118,6 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
-// For one op's measurements: TransformerEngine's switches set to the backend asked for (auto:
-// left as they are), and back to "never called" (the variables decide) after.
-class BackendScope {
- public:
-  explicit BackendScope(const std::string& backend) : set_(backend != "auto") {
-    if (set_) {
-      nvte_enable_cudnn_norm_fwd(backend == "cudnn");
-      nvte_enable_cudnn_norm_bwd(backend == "cudnn");
-    }
-  }
-  ~BackendScope() {
-    if (set_) reset_cudnn_norm_switches();
-  }
-  BackendScope(const BackendScope&) = delete;
-  BackendScope& operator=(const BackendScope&) = delete;
-
- private:
-  bool set_;
-};
 
 Options parse(const std::vector<std::string_view>& args) {
   Options o;

@@ -7,8 +7,10 @@
 
 #include <normtune/common/convert.h>
 #include <normtune/common/error.h>
+#include <normtune/normalization.h>
 #include <normtune/reference.h>
 
+#include "normalization/src/cudnn/backend_choice.h"
 #include "normalization/src/kernels/block_scale.h"
 
 namespace normtune::bench {
@@ -505,6 +507,17 @@ double copy_peak_tbps(Timer& timer, int reps) {
       [&](cudaStream_t s) { NORMTUNE_CUDA_CHECK(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, s)); },
       3, std::max(10, reps / 10));
   return 2.0 * bytes / (t.median_us * 1e-6) / 1e12;
+}
+
+BackendScope::BackendScope(const std::string& backend) : set_(backend != "auto") {
+  if (set_) {
+    nvte_enable_cudnn_norm_fwd(backend == "cudnn");
+    nvte_enable_cudnn_norm_bwd(backend == "cudnn");
+  }
+}
+
+BackendScope::~BackendScope() {
+  if (set_) reset_cudnn_norm_switches();
 }
 
 }  // namespace normtune::bench

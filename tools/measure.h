@@ -153,6 +153,20 @@ std::string verify_bwd(const OpInfo& op, DType t, size_t rows, size_t hidden, co
                        const void* x, const void* add, const void* mu, const void* rsigma,
                        const void* gamma, const void* dx, const void* dgamma, const void* dbeta);
 
+// For one measurement: TransformerEngine's switches set to the backend asked for ("native":
+// nvte_enable_cudnn_norm_fwd/bwd(false); "cudnn": true; "auto": left as they are), and back
+// to "never called" (the variables decide) after.
+class BackendScope {
+ public:
+  explicit BackendScope(const std::string& backend);
+  ~BackendScope();
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  bool set_;
+};
+
 // Bandwidth of a 2 GiB device-to-device copy (read + write bytes), TB/s.
 double copy_peak_tbps(Timer& timer, int reps);
 

@@ -23,7 +23,9 @@ Commands:
   list [--filter TEXT]   Print every registered kernel entry, decoded: kind (tuned,
                          general, or cudnn: a cuDNN graph, in builds with cuDNN's frontend
                          headers), architecture family, key, kernel name, config and, for
-                         tuned entries, where their timing came from. --filter keeps the
+                         tuned entries, where their timing came from; then the tuned lines
+                         naming cuDNN for a key (kind tuned:cudnn). Decode lines (calls of at
+                         most 128 rows) end their key in rows<=128. --filter keeps the
                          entries whose name or key contains TEXT.
   bench [options]        The main job: time the forward and backward kernels over a suite
                          of LLM shapes against same-shape memory operations measured in the
@@ -43,8 +45,12 @@ Environment:
                              on the cuDNN backend (until nvte_enable_cudnn_norm_fwd/bwd is
                              called); an unsupported call is an error, never a fallback.
   NORMTUNE_BACKEND=auto|native|cudnn
-                             The backend when TE's switch is off (default auto: the native
-                             kernels, tuned or general).
+                             The backend when TE's switches do not choose (default auto:
+                             the tuned table's choice per key and row class: a native
+                             kernel, tuned or general, or cuDNN where a tuned:cudnn line
+                             names it and cuDNN can run the call; else a one-time warning
+                             and the native kernel). nvte_enable_cudnn_norm_fwd/bwd(false)
+                             asks for the native kernels.
   NORMTUNE_CUDNN_LIBRARY=F   The cuDNN library to open (default libcudnn.so.9).
   NORMTUNE_CUDNN_PLAN_CACHE=N
                              cuDNN plans kept (least recently used out first; default 64).
@@ -89,8 +95,22 @@ int cmd_list(const std::vector<std::string_view>& args) {
                 detail.c_str());
     ++shown;
   }
-  std::printf("%zu of %zu registered entries shown (normtune %s, %s build)\n", shown,
-              entries.size(), normtune::version(), NORMTUNE_PLATFORM_NAME);
+  // The table lines naming another backend for a key (kind "tuned:cudnn"): beside the key's
+  // native line, chosen under NORMTUNE_BACKEND=auto where that backend can run the call.
+  const auto lines = registry.tuned_backend_lines();
+  size_t lines_shown = 0;
+  for (const normtune::TunedBackendLine* l : lines) {
+    const std::string key = normtune::to_string(l->key);
+    if (!filter.empty() && key.find(filter) == std::string::npos && l->name.find(filter) == std::string::npos) continue;
+    const std::string kind = normtune::detail::concat("tuned:", normtune::backend_name(l->backend));
+    const std::string detail = normtune::detail::concat("[", l->provenance.device, " ", l->provenance.date, " ",
+                                                        l->provenance.time_us, " us, ", l->provenance.tool, "]");
+    std::printf("%-8s %-7s %-80s %-44s %s\n", kind.c_str(), std::string(normtune::arch_family_name(l->arch)).c_str(),
+                key.c_str(), l->name.c_str(), detail.c_str());
+    ++lines_shown;
+  }
+  std::printf("%zu of %zu registered entries shown, and %zu of %zu tuned lines naming another backend (normtune %s, %s build)\n",
+              shown, entries.size(), lines_shown, lines.size(), normtune::version(), NORMTUNE_PLATFORM_NAME);
   if (entries.empty()) {
     std::printf("This build registers no kernels yet.\n");
   }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <utility>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <vector>
 #include <string>
@@ -53,6 +54,17 @@ const char* const kHelp = R"(normtune tune [options]
                      to N CTAs, slices in registers or staged in shared memory (default 8;
                      16 needs the non-portable cluster size; 1: none). A layout the GPU
                      cannot launch is skipped with a message.
+    --rows LIST      any (the default: lines for every row count, timed on the problem
+                     above), decode (forward: NORMTUNE_TUNED_DECODE lines for calls of at
+                     most 128 rows, each candidate timed per call in a CUDA graph at 1 and
+                     at 128 rows, ranked by the sum)
+    --backends LIST  native,cudnn (the default): cuDNN's plan is timed beside the native
+                     layouts on the problem the native winner's time was recorded on, its
+                     result checked; where it is faster by more than 1%, a
+                     NORMTUNE_TUNED_CUDNN line follows the native line (the native line
+                     stays: it runs where cuDNN cannot). cuDNN runs RMSNorm and LayerNorm
+                     forward (z of x's dtype) and backward; it is skipped with a message where
+                     it does not run (no cuDNN in the build, libcudnn missing, other ops)
     --reps N         timed repetitions per candidate (default 30)
     --verbose        print every forward candidate's time to stderr
 )";
@@ -77,7 +89,23 @@ struct Problem {
   std::string dname;
   int hidden;
   size_t rows;
+  RowClass row_class = RowClass::kAny;
 };
+
+// What the tuner races: the native layouts, and cuDNN's plan where it runs.
+struct Options {
+  int reps = 30;
+  bool race_cudnn = true;
+  bool verbose = false;
+  const char* date = "";
+};
+
+// The problem a line's time was measured on ("16384x2048", "per call in a CUDA graph, 1 + 128 rows").
+std::string shape_of(const Problem& pb) {
+  return pb.row_class == RowClass::kDecode
+             ? detail::concat("per call in a CUDA graph, 1 + ", kDecodeMaxRows, " rows")
+             : detail::concat(pb.rows, "x", pb.hidden);
+}
 
 // The tensors of a forward problem of rows x hidden in dtype t, filled with the same
 // distributions whatever the size.
@@ -122,13 +150,52 @@ bench::CallWithWorkspace forward_call(const OpInfo& op, const FwdTensors& T, con
   };
 }
 
+NormKey key_of(const OpInfo& op, const Problem& pb) {
+  NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.o, static_cast<uint32_t>(pb.hidden), pb.scaling);
+  key.rows = pb.row_class;
+  return key;
+}
+
 // The line for the fastest plan: "<NORMTUNE_TUNED(...)>" from the plan's field table.
 template <typename Plan>
 void print_line(const OpInfo& op, const Problem& pb, const Plan& plan, double us, const DeviceInfo& dev,
                 const char* date) {
-  const std::string tool = detail::concat("normtune tune ", version(), ", ", pb.rows, "x", pb.hidden);
-  const NormKey key = make_key(op.norm, op.stage, pb.t, pb.t, pb.o, static_cast<uint32_t>(pb.hidden), pb.scaling);
-  std::printf("%s\n", tuned_table_line(key, plan, Provenance{dev.name.c_str(), date, us, tool.c_str()}).c_str());
+  const std::string tool = detail::concat("normtune tune ", version(), ", ", shape_of(pb));
+  std::printf("%s\n", tuned_table_line(key_of(op, pb), plan, Provenance{dev.name.c_str(), date, us, tool.c_str()}).c_str());
+  std::fflush(stdout);
+}
+
+using Run = std::function<void(cudaStream_t)>;
+
+// cuDNN's plan for `call` (TransformerEngine's switch on for it): check(run) runs it with its
+// outputs poisoned and verifies them (throws on a mismatch), then timing(run) gives its µs.
+// -1 when cuDNN does not run the call here (not built in, libcudnn not found, a call it does
+// not implement, a wrong result): said on stderr.
+double cudnn_time(const bench::CallWithWorkspace& call, cudaStream_t stream, const std::function<double(const Run&)>& timing,
+                  const std::function<void(const Run&)>& check, const std::string& what) {
+  const bench::BackendScope scope("cudnn");
+  try {
+    const bench::Workspace ws(call, stream);
+    const Run run = [&](cudaStream_t s) { call(ws, s); };
+    check(run);
+    return timing(run);
+  } catch (const Error& err) {
+    std::fprintf(stderr, "%s: cuDNN not timed: %s\n", what.c_str(), err.what());
+    return -1;
+  }
+}
+
+// After the native line: the line naming cuDNN, when its plan beat the native winner by more
+// than 1% on the same problem.
+void print_cudnn_line_if_faster(const OpInfo& op, const Problem& pb, double native_us, double cudnn_us,
+                                const DeviceInfo& dev, const char* date) {
+  std::fprintf(stderr, "%s %s %d (%s): native %.2f us, cuDNN %s\n", op.name, pb.dname.c_str(), pb.hidden,
+               shape_of(pb).c_str(), native_us, cudnn_us < 0 ? "-" : detail::concat(cudnn_us, " us").c_str());
+  if (cudnn_us < 0 || cudnn_us >= 0.99 * native_us) return;
+  const std::string tool = detail::concat("normtune tune ", version(), ", ", shape_of(pb), ", native ", native_us, " us");
+  std::printf("%s\n", tuned_backend_table_line(key_of(op, pb), Backend::kCudnn,
+                                               Provenance{dev.name.c_str(), date, cudnn_us, tool.c_str()})
+                          .c_str());
   std::fflush(stdout);
 }
 
@@ -156,7 +223,8 @@ std::pair<Plan, double> fastest_verified(std::vector<std::pair<double, Plan>> ti
 // Times every backward candidate of `op` (a backward op) and prints the line of the fastest
 // that matches the reference.
 void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
-                   int reps, const char* date) {
+                   const Options& opt) {
+  const int reps = opt.reps;
   const DType t = pb.t;
   const size_t e = dtype_storage_bytes(t, 1);
   const size_t rows = pb.rows;
@@ -205,22 +273,107 @@ void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, b
     NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
     timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
   }
+  auto poison = [&] {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
+    if (ln) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dbeta.ptr, 0xFF, hidden * e, timer.stream()));
+  };
+  auto verify = [&] {
+    bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr, gamma.ptr, dx.ptr,
+                      dgamma.ptr, dbeta.ptr);
+  };
   const auto [best, best_us] = fastest_verified(
       timed,
       [&](const BwdPlan& plan) {
         const auto ws = prepare(plan);
-        NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
-        NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
+        poison();
         call(*ws, timer.stream());
         NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
       },
-      [&] {
-        bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr, gamma.ptr,
-                          dx.ptr, dgamma.ptr, dbeta.ptr);
-      },
-      detail::concat(op.name, " ", pb.dname, " ", hidden));
+      verify, detail::concat(op.name, " ", pb.dname, " ", hidden));
   set_backward_plan_override(nullptr);
-  print_line(op, pb, best, best_us, dev, date);
+  print_line(op, pb, best, best_us, dev, opt.date);
+  if (opt.race_cudnn && !add) {
+    const double cudnn_us = cudnn_time(
+        call, timer.stream(), [&](const Run& run) { return timer.time(run, 3, reps).median_us; },
+        [&](const Run& run) {
+          poison();
+          run(timer.stream());
+          NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+          verify();
+        },
+        detail::concat(op.name, " ", pb.dname, " ", hidden));
+    print_cudnn_line_if_faster(op, pb, best_us, cudnn_us, dev, opt.date);
+  }
+}
+
+// The decode line of a forward op: every layout timed per call in a CUDA graph (inputs in L2,
+// launch gaps removed: the latency of a serving step) at 1 and at kDecodeMaxRows rows, ranked
+// by the sum, verified from the fastest down on the larger problem.
+void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int max_cluster, const DeviceInfo& dev,
+                         bench::Timer& timer, const Options& opt) {
+  const bool ln = op.norm == NormType::kLayerNorm;
+  const bool add = op.stage == Stage::kForwardAdd;
+  const size_t hidden = static_cast<size_t>(pb.hidden);
+  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
+  const FwdTensors one(pb.t, 1, pb.hidden), many(pb.t, kDecodeMaxRows, pb.hidden);
+  const bench::ZOutput z_one(out, pb.t, 1, hidden), z_many(out, pb.t, kDecodeMaxRows, hidden);
+  const bench::CallWithWorkspace call_one = forward_call(op, one, z_one), call_many = forward_call(op, many, z_many);
+  const int calls = 100, graph_reps = std::max(10, opt.reps);
+  // Per call at 1 and at 128 rows, summed (each with its own workspace, outside the graph).
+  auto decode_us = [&](const bench::CallWithWorkspace& c1, const bench::CallWithWorkspace& c128) {
+    const bench::Workspace w1(c1, timer.stream()), w128(c128, timer.stream());
+    return timer.time_graph([&](cudaStream_t s) { c1(w1, s); }, calls, graph_reps).median_us +
+           timer.time_graph([&](cudaStream_t s) { c128(w128, s); }, calls, graph_reps).median_us;
+  };
+  auto verify = [&] {
+    bench::verify(op, pb.t, kDecodeMaxRows, pb.hidden, many.x.ptr, add ? many.res.ptr : nullptr, many.gamma.ptr,
+                  ln ? many.beta.ptr : nullptr, z_many, many.rs.ptr, 1e-5f);
+  };
+  std::vector<std::pair<double, FwdPlan>> timed;
+  for (const FwdPlan& plan : forward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster)) {
+    set_forward_plan_override(&plan);
+    try {
+      timed.emplace_back(decode_us(call_one, call_many), plan);
+    } catch (const Error& err) {
+      std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
+      continue;
+    }
+    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
+    if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s (decode)\n", timed.back().first, config_string(plan).c_str());
+  }
+  set_forward_plan_override(nullptr);
+  const std::pair<FwdPlan, double> verified = fastest_verified(
+      timed,
+      [&](const FwdPlan& plan) {
+        set_forward_plan_override(&plan);
+        const bench::Workspace ws(call_many, timer.stream());
+        z_many.poison(timer.stream());
+        call_many(ws, timer.stream());
+        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+      },
+      verify, detail::concat(op.name, " ", pb.dname, " ", hidden, " decode"));
+  set_forward_plan_override(nullptr);
+  pb.row_class = RowClass::kDecode;
+  pb.rows = kDecodeMaxRows;
+  print_line(op, pb, verified.first, verified.second, dev, opt.date);
+  if (opt.race_cudnn && !add && out == bench::ZFormat::kSame) {
+    double cudnn_us = -1;
+    {
+      const bench::BackendScope scope("cudnn");
+      try {
+        const bench::Workspace ws(call_many, timer.stream());
+        z_many.poison(timer.stream());
+        call_many(ws, timer.stream());
+        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+        verify();
+        cudnn_us = decode_us(call_one, call_many);
+      } catch (const Error& err) {
+        std::fprintf(stderr, "%s %s %zu decode: cuDNN not timed: %s\n", op.name, pb.dname.c_str(), hidden, err.what());
+      }
+    }
+    print_cudnn_line_if_faster(op, pb, verified.second, cudnn_us, dev, opt.date);
+  }
 }
 
 }  // namespace
@@ -233,9 +386,9 @@ int run(const std::vector<std::string_view>& args) {
                            3584, 4096, 5120, 6144, 7168, 8192, 12288, 16384};
   size_t elements = size_t{1} << 25;
   size_t confirm = size_t{1} << 27;
-  int reps = 30;
   int clusters = kMaxPortableCtasPerRow;
-  bool verbose = false;
+  Options opt;
+  std::vector<RowClass> row_classes{RowClass::kAny};
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
       NORMTUNE_CHECK(i + 1 < args.size(), "tune: option ", args[i], " needs a value");
@@ -273,9 +426,25 @@ int run(const std::vector<std::string_view>& args) {
       clusters = std::stoi(value());
       NORMTUNE_CHECK(clusters >= 1 && clusters <= kMaxCtasPerRow, "tune: --clusters: expected 1..", kMaxCtasPerRow);
     } else if (args[i] == "--verbose") {
-      verbose = true;
+      opt.verbose = true;
     } else if (args[i] == "--reps") {
-      reps = std::stoi(value());
+      opt.reps = std::stoi(value());
+    } else if (args[i] == "--rows") {
+      row_classes.clear();
+      for (const std::string& name : split(value())) {
+        NORMTUNE_CHECK(name == "any" || name == "decode", "tune: --rows ", name, ": expected any or decode");
+        row_classes.push_back(name == "any" ? RowClass::kAny : RowClass::kDecode);
+      }
+    } else if (args[i] == "--backends") {
+      opt.race_cudnn = false;
+      bool native = false;
+      for (const std::string& name : split(value())) {
+        NORMTUNE_CHECK(name == "native" || name == "cudnn", "tune: --backends ", name, ": expected native or cudnn");
+        native = native || name == "native";
+        opt.race_cudnn = opt.race_cudnn || name == "cudnn";
+      }
+      NORMTUNE_CHECK(native, "tune: --backends: the native layouts are always timed (a cuDNN line needs the native "
+                             "line beside it); expected native or native,cudnn");
     } else {
       NORMTUNE_ERROR("tune: unknown option '", args[i], "' (see normtune tune --help)");
     }
@@ -290,6 +459,10 @@ int run(const std::vector<std::string_view>& args) {
   char date[16];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  opt.date = date;
+  const int reps = opt.reps;
+  const bool any_rows = std::find(row_classes.begin(), row_classes.end(), RowClass::kAny) != row_classes.end();
+  const bool decode_rows = std::find(row_classes.begin(), row_classes.end(), RowClass::kDecode) != row_classes.end();
   std::fprintf(stderr, "tuning on %s (%s)\n", dev.name.c_str(), dev.arch_name.c_str());
 
   for (const std::string& dname : dtypes) {
@@ -299,6 +472,21 @@ int run(const std::vector<std::string_view>& args) {
     const int vec = static_cast<int>(16 / e);
     for (const int hidden : hiddens) {
       const size_t rows = std::max<size_t>(1, elements / hidden);
+      if (decode_rows) {
+        for (const bench::ZFormat out : outs) {
+          for (const OpInfo* op : ops) {
+            if (is_backward(op->stage) || (out != bench::ZFormat::kSame && out != bench::ZFormat::kFp8)) {
+              std::fprintf(stderr, "%s z %s: no decode line (forward ops, z same or fp8)\n", op->name,
+                           bench::z_format_name(out));
+              continue;
+            }
+            const bench::ZOutput probe(out, t, 1, static_cast<size_t>(hidden));
+            tune_forward_decode(*op, Problem{t, probe.dtype(), ScalingMode::kNone, dname, hidden, 1}, out,
+                                dev.supports_clusters ? clusters : 1, dev, timer, opt);
+          }
+        }
+      }
+      if (!any_rows) continue;
       const FwdTensors small(t, rows, hidden);
       // The confirmation problem (forward only), when it is larger.
       const size_t big_rows = confirm / hidden;
@@ -319,7 +507,7 @@ int run(const std::vector<std::string_view>& args) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
           if (out == bench::ZFormat::kSame) {
-            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, dev, timer, reps, date);
+            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, dev, timer, opt);
           }
           continue;
         }
@@ -351,7 +539,7 @@ int run(const std::vector<std::string_view>& args) {
           }
           NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
           timed.emplace_back(timer.time(call, 3, reps).median_us, plan);
-          if (verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
+          if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
         }
         set_forward_plan_override(nullptr);  // (the candidates' vector is gone)
         // The finalists again on the larger problem, ranked by that time: the order in
@@ -381,7 +569,7 @@ int run(const std::vector<std::string_view>& args) {
                            big_rows, hidden, err.what());
               continue;
             }
-            if (verbose) {
+            if (opt.verbose) {
               std::fprintf(stderr, "  %8.2f us  %s (%zux%d)\n", confirmed.back().first,
                            config_string(ranked[k].second).c_str(), big_rows, hidden);
             }
@@ -426,8 +614,25 @@ int run(const std::vector<std::string_view>& args) {
             best_us = std::find_if(timed.begin(), timed.end(), [&](const auto& c) { return c.second == best; })->first;
           }
         }
-        print_line(op, Problem{t, hz.dtype(), scaling, dname, hidden, line_rows},
-                   best, best_us, dev, date);
+        const Problem line_pb{t, hz.dtype(), scaling, dname, hidden, line_rows};
+        print_line(op, line_pb, best, best_us, dev, date);
+        // cuDNN on the problem the native time was recorded on.
+        if (opt.race_cudnn && !add && out == bench::ZFormat::kSame) {
+          const bool on_big = line_rows != rows;
+          const FwdTensors& T = on_big ? *big : small;
+          const bench::ZOutput& Z = on_big ? *hz_big : hz;
+          const double cudnn_us = cudnn_time(
+              forward_call(op, T, Z), timer.stream(), [&](const Run& run) { return timer.time(run, 3, reps).median_us; },
+              [&](const Run& run) {
+                Z.poison(timer.stream());
+                run(timer.stream());
+                NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+                bench::verify(op, t, line_rows, hidden, T.x.ptr, nullptr, T.gamma.ptr, ln ? T.beta.ptr : nullptr, Z,
+                              T.rs.ptr, 1e-5f);
+              },
+              detail::concat(op.name, " ", dname, " ", hidden));
+          print_cudnn_line_if_faster(op, line_pb, best_us, cudnn_us, dev, date);
+        }
       }
       }  // outs
     }

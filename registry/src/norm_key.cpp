@@ -32,6 +32,14 @@ std::string_view scaling_mode_name(ScalingMode m) {
   return "invalid";
 }
 
+std::string_view row_class_name(RowClass r) {
+  switch (r) {
+    case RowClass::kAny: return "any";
+    case RowClass::kDecode: return "decode";
+  }
+  return "invalid";
+}
+
 std::string to_string(const NormKey& key) {
   std::string s;
   s += norm_type_name(key.norm);
@@ -45,6 +53,7 @@ std::string to_string(const NormKey& key) {
   if (key.flags & kFlagZeroCenteredGamma) s += " zero_centered_gamma";
   if (key.flags & kFlagSwizzledScales) s += " swizzled_scales";
   if (key.flags & kFlagColumnwise) s += " columnwise";
+  if (key.rows == RowClass::kDecode) s += detail::concat(" rows<=", kDecodeMaxRows);
   return s;
 }
 

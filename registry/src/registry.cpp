@@ -46,14 +46,16 @@ std::string_view backend_name(Backend b) {
 }
 
 uint64_t Registry::backend_slot(const NormKey& key, Backend backend) {
-  // As tuned_slot: bits 57..63 of a packed key are free.
-  return pack(key) | (static_cast<uint64_t>(backend) << 57);
+  // As tuned_slot: the bits above a packed key's fields are free.
+  return pack(key) | (static_cast<uint64_t>(backend) << kFirstFreeKeyBit);
 }
 
 uint64_t Registry::tuned_slot(const NormKey& key, ArchFamily arch) {
-  // Bits 57..63 of a packed key are free: the architecture family goes there.
-  return pack(key) | (static_cast<uint64_t>(arch) << 57);
+  // The bits above a packed key's fields are free: the architecture family goes there.
+  return pack(key) | (static_cast<uint64_t>(arch) << kFirstFreeKeyBit);
 }
+static_assert(static_cast<unsigned>(ArchFamily::kUnknown) < (1u << (64 - kFirstFreeKeyBit)),
+              "the architecture family does not fit above the key's fields");
 
 void Registry::add_tuned(KernelEntry entry) {
   NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
@@ -103,6 +105,34 @@ void Registry::add_backend(KernelEntry entry) {
   backends_.emplace(slot, std::move(entry));
 }
 
+void Registry::add_tuned_backend(TunedBackendLine line) {
+  NORMTUNE_CHECK(line.backend != Backend::kNative, "tuned backend line '", line.name, "' for ", to_string(line.key),
+                 ": native kernels are added with add_tuned");
+  NORMTUNE_CHECK(line.key == line.key.entry_key() && line.key.hidden_size != kAnyHiddenSize, "tuned backend line '",
+                 line.name, "' for ", to_string(line.key), ": expected an exact hidden size and no run-time flags");
+  NORMTUNE_CHECK(line.arch != ArchFamily::kAny && line.arch != ArchFamily::kUnknown, "tuned backend line '",
+                 line.name, "' for ", to_string(line.key), ": expected a concrete architecture family, got ",
+                 arch_family_name(line.arch));
+  const uint64_t slot = tuned_slot(line.key, line.arch);
+  if (auto it = tuned_backends_.find(slot); it != tuned_backends_.end()) {
+    NORMTUNE_ERROR("duplicate tuned backend line for ", to_string(line.key), " (", arch_family_name(line.arch),
+                   "): '", it->second.name, "' is already registered, '", line.name, "' was added again");
+  }
+  tuned_backends_.emplace(slot, std::move(line));
+}
+
+const TunedBackendLine* Registry::tuned_backend(const NormKey& key, ArchFamily arch) const {
+  if (tuned_backends_.empty()) return nullptr;
+  const NormKey k = key.entry_key();
+  if (auto it = tuned_backends_.find(tuned_slot(k, arch)); it != tuned_backends_.end()) return &it->second;
+  if (k.rows != RowClass::kAny) {
+    if (auto it = tuned_backends_.find(tuned_slot(k.any_rows(), arch)); it != tuned_backends_.end()) {
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
 Selection Registry::select_backend(const NormKey& key, Backend backend, const void* args) const {
   Selection sel;
   if (auto it = backends_.find(backend_slot(key.general(), backend)); it != backends_.end()) {
@@ -131,13 +161,24 @@ std::string Selection::fallback_reason(const NormKey& key, ArchFamily arch) cons
 
 Selection Registry::select(const NormKey& key, ArchFamily arch, const void* args) const {
   Selection sel;
-  if (auto it = tuned_.find(tuned_slot(key.entry_key(), arch)); it != tuned_.end()) {
-    sel.tuned_candidate = &it->second;
-    sel.tuned_rejection = it->second.can_implement ? it->second.can_implement(args) : nullptr;
-    if (sel.tuned_rejection == nullptr) {
+  // The call's row class, then (a decode call without a decode line, or whose decode line
+  // cannot run it) the line for any row count.
+  const NormKey k = key.entry_key();
+  const NormKey tries[2] = {k, k.any_rows()};
+  for (int i = 0; i < (k.rows == RowClass::kAny ? 1 : 2); ++i) {
+    auto it = tuned_.find(tuned_slot(tries[i], arch));
+    if (it == tuned_.end()) continue;
+    const char* rejection = it->second.can_implement ? it->second.can_implement(args) : nullptr;
+    if (rejection == nullptr) {
+      sel.tuned_candidate = &it->second;
+      sel.tuned_rejection = nullptr;
       sel.entry = sel.tuned_candidate;
       sel.tuned = true;
       return sel;
+    }
+    if (sel.tuned_candidate == nullptr) {  // the first that declined is the one reported
+      sel.tuned_candidate = &it->second;
+      sel.tuned_rejection = rejection;
     }
   }
   if (auto it = general_.find(pack(key.general())); it != general_.end()) {
@@ -155,11 +196,27 @@ const KernelEntry& Registry::get_kernel(const NormKey& key, ArchFamily arch,
     NORMTUNE_ERROR("no kernel for ", to_string(key), " (", arch_family_name(arch),
                    "): ", sel.fallback_reason(key, arch));
   }
-  if (!sel.tuned && warned_.first_time(tuned_slot(key, arch)) &&
+  // Once per key whatever the row class (a model's decode and prefill calls share a hidden
+  // size: one message says it).
+  if (!sel.tuned && warned_.first_time(tuned_slot(key.any_rows(), arch)) &&
       !env_flag_is_off("NORMTUNE_WARN_FALLBACK")) {
-    print_warning("falling back to the general kernel: " + sel.fallback_reason(key, arch));
+    print_warning("falling back to the general kernel: " + sel.fallback_reason(key.any_rows(), arch));
   }
   return *sel.entry;
+}
+
+std::vector<const TunedBackendLine*> Registry::tuned_backend_lines() const {
+  std::vector<const TunedBackendLine*> out;
+  out.reserve(tuned_backends_.size());
+  for (const auto& [slot, line] : tuned_backends_) out.push_back(&line);
+  auto order = [](const TunedBackendLine* l) {
+    const NormKey& k = l->key;
+    return std::tuple(l->backend, l->arch, k.norm, k.stage, k.itype, k.wtype, k.otype, k.ctype, k.scaling,
+                      k.hidden_size, k.rows);
+  };
+  std::sort(out.begin(), out.end(),
+            [&](const TunedBackendLine* a, const TunedBackendLine* b) { return order(a) < order(b); });
+  return out;
 }
 
 std::vector<const KernelEntry*> Registry::entries() const {
@@ -173,7 +230,7 @@ std::vector<const KernelEntry*> Registry::entries() const {
   auto order = [](const KernelEntry* e) {
     const NormKey& k = e->key;
     return std::tuple(e->backend, e->is_general(), e->arch, k.norm, k.stage, k.itype, k.wtype, k.otype,
-                      k.ctype, k.scaling, k.flags, k.hidden_size);
+                      k.ctype, k.scaling, k.flags, k.hidden_size, k.rows);
   };
   std::sort(out.begin(), out.end(),
             [&](const KernelEntry* a, const KernelEntry* b) { return order(a) < order(b); });

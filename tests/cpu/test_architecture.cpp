@@ -167,6 +167,37 @@ TEST(PlanText, TunedTableLine) {
                Error);
 }
 
+// A decode line (calls of at most 128 rows) and a line naming cuDNN.
+TEST(PlanText, DecodeAndCudnnLines) {
+  const Provenance pv{.device = "NVIDIA H200", .date = "2026-12-01", .time_us = 3.5, .tool = "normtune tune 0.1.0"};
+  NormKey ln = make_key(NormType::kLayerNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, 4096);
+  ln.rows = RowClass::kDecode;
+  EXPECT_EQ(tuned_table_line(ln, FwdPlan{.vecs_per_thread = 4, .threads_per_row = 128}, pv),
+            "NORMTUNE_TUNED_DECODE(LayerNorm, Forward, bf16, bf16, bf16, fp32, 4096, (.layout = FwdLayout::kRegisters, "
+            ".vecs_per_thread = 4, .threads_per_row = 128, .ctas_per_row = 1, .rows_per_cta = 1, .persistent = true), "
+            "(.device = \"NVIDIA H200\", .date = \"2026-12-01\", .time_us = 3.50, .tool = \"normtune tune 0.1.0\"))");
+  EXPECT_EQ(tuned_backend_table_line(ln, Backend::kCudnn, pv),
+            "NORMTUNE_TUNED_CUDNN(LayerNorm, Forward, bf16, bf16, bf16, fp32, Decode, 4096, "
+            "(.device = \"NVIDIA H200\", .date = \"2026-12-01\", .time_us = 3.50, .tool = \"normtune tune 0.1.0\"))");
+  const NormKey bwd = make_key(NormType::kRMSNorm, Stage::kBackward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, 65536);
+  EXPECT_THAT(tuned_backend_table_line(bwd, Backend::kCudnn, pv),
+              ::testing::StartsWith("NORMTUNE_TUNED_CUDNN(RMSNorm, Backward, bf16, bf16, bf16, fp32, Any, 65536, "));
+  // No line: a decode key with block-scaled z, cuDNN for a general key or with a flag, the
+  // native backend.
+  NormKey mx = make_key(NormType::kRMSNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16, DType::kFloat8E4M3,
+                        4096, ScalingMode::kMxfp8_1D);
+  mx.rows = RowClass::kDecode;
+  EXPECT_THROW(tuned_table_line(mx, canonical(FwdPlan{.layout = FwdLayout::kStaged}), pv), Error);
+  EXPECT_THROW(tuned_backend_table_line(ln.general(), Backend::kCudnn, pv), Error);
+  EXPECT_THROW(tuned_backend_table_line(make_key(NormType::kRMSNorm, Stage::kBackward, DType::kBFloat16, DType::kBFloat16,
+                                                 DType::kBFloat16, 4096, ScalingMode::kNone, true),
+                                        Backend::kCudnn, pv),
+               Error);
+  EXPECT_THROW(tuned_backend_table_line(bwd, Backend::kNative, pv), Error);
+  EXPECT_EQ(row_class_tag(RowClass::kDecode), "_decode");
+  EXPECT_EQ(row_class_tag(RowClass::kAny), "");
+}
+
 // A config string back into a plan, through the same field table that printed it.
 template <typename Plan>
 ::testing::AssertionResult parse_config(const std::string& text, Plan* plan) {
@@ -577,7 +608,8 @@ std::vector<std::string> table_lines(const std::string& path) {
   std::vector<std::string> out;
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("NORMTUNE_TUNED(", 0) == 0 || line.rfind("NORMTUNE_TUNED_SCALED(", 0) == 0) {
+    if (line.rfind("NORMTUNE_TUNED(", 0) == 0 || line.rfind("NORMTUNE_TUNED_SCALED(", 0) == 0 ||
+        line.rfind("NORMTUNE_TUNED_DECODE(", 0) == 0 || line.rfind("NORMTUNE_TUNED_CUDNN(", 0) == 0) {
       out.push_back(normalize_time(line));
     }
   }
@@ -592,7 +624,7 @@ void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) 
   EXPECT_EQ(config_string(plan), e.config) << e.name;
   const OpInfo& op = op_of(k.norm, k.stage);
   EXPECT_EQ(e.name, detail::concat(op.kernel_name, "_", types_of(k), scaling_tag(k.scaling),
-                                   "_h", k.hidden_size, name_tags(plan)));
+                                   "_h", k.hidden_size, row_class_tag(k.rows), name_tags(plan)));
   const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
   EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
   if constexpr (std::is_same_v<Plan, FwdPlan>) {
@@ -641,6 +673,30 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
     }
   }
   EXPECT_GT(tuned, 0u);
+  // The lines naming cuDNN: a key of an op and types cuDNN runs (RMSNorm / LayerNorm forward
+  // with z of x's dtype, or their backward), each beside a native line for the same key.
+  for (const TunedBackendLine* l : kernel_registry().tuned_backend_lines()) {
+    SCOPED_TRACE(l->name);
+    const NormKey& k = l->key;
+    EXPECT_EQ(l->backend, Backend::kCudnn);
+    EXPECT_TRUE(k.stage == Stage::kForward || k.stage == Stage::kBackward);
+    EXPECT_EQ(k.otype, k.itype);
+    EXPECT_EQ(k.scaling, ScalingMode::kNone);
+    EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype, k.scaling));
+    const OpInfo& op = op_of(k.norm, k.stage);
+    EXPECT_EQ(l->name, detail::concat(op.kernel_name, "_", types_of(k), "_h", k.hidden_size, row_class_tag(k.rows), "_cudnn"));
+    const Selection native = kernel_registry().select(k, l->arch, nullptr);
+    EXPECT_TRUE(native.tuned) << "no native line beside it for " << to_string(k);
+    auto& lines = tables[l->arch];
+    const std::string line = normalize_time(tuned_backend_table_line(k, l->backend, l->provenance));
+    auto it = lines.find(line);
+    if (it == lines.end()) {
+      ADD_FAILURE() << l->name << ": tuned_backend_table_line does not reproduce a line of " << table_path(l->arch)
+                    << ":\n  " << line;
+    } else {
+      it->second -= 1;
+    }
+  }
   // Every table line became exactly one entry.
   for (const auto& [arch, lines] : tables) {
     for (const auto& [line, unmatched] : lines) {

@@ -66,7 +66,8 @@ TEST_F(BackendChoiceTest, TransformerEngineFunctionsOverrideTheVariables) {
   set("NVTE_NORM_FWD_USE_CUDNN", "1");
   nvte_enable_cudnn_norm_fwd(false);
   EXPECT_EQ(cudnn_norm_switch(false), 0);
-  EXPECT_EQ(backend_choice(false).request, BackendRequest::kAuto);
+  EXPECT_EQ(backend_choice(false).request, BackendRequest::kNative);  // TE's own kernels: ours
+  EXPECT_STREQ(backend_choice(false).source, "nvte_enable_cudnn_norm_fwd(false)");
   nvte_enable_cudnn_norm_bwd(true);
   EXPECT_EQ(backend_choice(true).request, BackendRequest::kCudnn);
   EXPECT_STREQ(backend_choice(true).source, "nvte_enable_cudnn_norm_bwd(true)");

@@ -4,10 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
+#include <normtune/normtune.h>
+
+#include "normalization/src/api/api_common.h"
 #include "normalization/src/cudnn/cudnn_library.h"
+#include "normalization/src/kernels/norm_fwd_args.h"
 
 namespace normtune {
 namespace {
@@ -26,6 +31,33 @@ TEST(CudnnLibrary, MissingLibraryIsAClearFailure) {
   std::string again;
   EXPECT_EQ(cudnn_library(&again), nullptr);
   EXPECT_EQ(again, why);
+}
+
+// A tuned line naming cuDNN where cuDNN cannot run (here: the library is missing; in a build
+// without the backend: not built in): no entry, the native selection stands, and one warning
+// per key says which line and why.
+TEST(CudnnLibrary, ATableLineNamingCudnnFallsBackToNativeWithOneWarning) {
+  setenv("NORMTUNE_CUDNN_LIBRARY", "/nonexistent/libcudnn.so.9", 1);
+  unsetenv("NORMTUNE_WARN_FALLBACK");
+  TunedBackendLine line;
+  line.key = make_key(NormType::kLayerNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, 4096);
+  line.key.rows = RowClass::kDecode;
+  line.arch = ArchFamily::kSm90;
+  line.backend = Backend::kCudnn;
+  line.name = "layernorm_fwd_bf16_bf16_bf16_h4096_decode_cudnn";
+  FwdArgs args;
+  args.params.rows = 4;
+  args.params.hidden = 4096;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(table_backend_kernel(line, line.key, &args), nullptr);
+  EXPECT_EQ(table_backend_kernel(line, line.key, &args), nullptr);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_THAT(err, HasSubstr("layernorm_fwd_bf16_bf16_bf16_h4096_decode_cudnn"));
+  EXPECT_THAT(err, HasSubstr("running the native kernel"));
+  bool built = false;  // (the build's NORMTUNE_WITH_CUDNN is the library's, not this file's)
+  for (const KernelEntry* e : kernel_registry().entries()) built = built || e->backend == Backend::kCudnn;
+  EXPECT_THAT(err, HasSubstr(built ? "libcudnn.so.9" : "no cuDNN backend"));
 }
 
 }  // namespace

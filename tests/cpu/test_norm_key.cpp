@@ -221,5 +221,27 @@ static_assert(unpack(pack(NormKey{NormType::kLayerNorm, Stage::kForwardAdd, DTyp
                       DType::kFloat8E8M0, DType::kFloat8E5M2, DType::kInt64, kMaxHiddenSize,
                       ScalingMode::kNvfp4_1D, kAllKeyFlags});
 
+TEST(RowClass, DecodeIsAtMost128RowsAndAKeyField) {
+  EXPECT_EQ(row_class_of(0), RowClass::kDecode);
+  EXPECT_EQ(row_class_of(1), RowClass::kDecode);
+  EXPECT_EQ(row_class_of(kDecodeMaxRows), RowClass::kDecode);
+  EXPECT_EQ(row_class_of(kDecodeMaxRows + 1), RowClass::kAny);
+  NormKey k = make_key(NormType::kLayerNorm, Stage::kForward, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, 4096);
+  EXPECT_EQ(k.rows, RowClass::kAny);  // make_key: a key for any row count
+  NormKey d = k;
+  d.rows = RowClass::kDecode;
+  EXPECT_NE(pack(d), pack(k));
+  EXPECT_EQ(unpack(pack(d)), d);
+  EXPECT_EQ(d.entry_key(), d);       // an entry's key keeps it (decode lines)
+  EXPECT_EQ(d.general(), k.general());  // the general entry serves every row count
+  EXPECT_EQ(d.any_rows(), k);
+  EXPECT_THAT(to_string(d), ::testing::EndsWith(" rows<=128"));
+  EXPECT_EQ(to_string(k).find("rows"), std::string::npos);
+  EXPECT_EQ(row_class_name(RowClass::kDecode), "decode");
+  // The bits above the fields stay free for the registry's slots.
+  EXPECT_LT(pack(d), uint64_t{1} << kFirstFreeKeyBit);
+  EXPECT_THROW(unpack(pack(d) | (uint64_t{1} << kFirstFreeKeyBit)), Error);
+}
+
 }  // namespace
 }  // namespace normtune

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <regex>
@@ -342,6 +343,111 @@ TEST_F(RegistryTest, BackendEntryChecks) {
   KernelEntry sized = e;
   sized.key = rms_fwd(4096);
   EXPECT_THROW(registry.add_backend(sized), Error);  // backend entries serve every hidden size
+}
+
+// ---- row classes: decode lines --------------------------------------------------------
+NormKey decode(NormKey k) {
+  k.rows = RowClass::kDecode;
+  return k;
+}
+
+TEST_F(RegistryTest, DecodeCallsTakeTheirDecodeLineFirstThenTheLineForAnyRows) {
+  registry.add_tuned(tuned_entry(4096, "rmsnorm_fwd_test_tuned"));
+  KernelEntry d = tuned_entry(4096, "rmsnorm_fwd_test_tuned_decode");
+  d.key = decode(d.key);
+  registry.add_tuned(d);
+  registry.add_general(general_entry());
+  FakeArgs args;
+  // A decode call: its decode line. A call of more rows: the line for any row count.
+  EXPECT_EQ(registry.select(decode(rms_fwd(4096)), ArchFamily::kSm90, &args).entry->name, "rmsnorm_fwd_test_tuned_decode");
+  EXPECT_EQ(registry.select(rms_fwd(4096), ArchFamily::kSm90, &args).entry->name, "rmsnorm_fwd_test_tuned");
+  // No decode line for 8192: a decode call takes the line for any rows, then the general.
+  registry.add_tuned(tuned_entry(8192, "rmsnorm_fwd_test_tuned_8192"));
+  const Selection s8192 = registry.select(decode(rms_fwd(8192)), ArchFamily::kSm90, &args);
+  EXPECT_TRUE(s8192.tuned);
+  EXPECT_EQ(s8192.entry->name, "rmsnorm_fwd_test_tuned_8192");
+  const Selection s2048 = registry.select(decode(rms_fwd(2048)), ArchFamily::kSm90, &args);
+  EXPECT_FALSE(s2048.tuned);
+  EXPECT_EQ(s2048.entry->name, "rmsnorm_fwd_test_general");
+  // Zero-centered gamma (a run-time flag) changes none of it.
+  EXPECT_EQ(registry.select(decode(rms_fwd(4096, DType::kBFloat16, true)), ArchFamily::kSm90, &args).entry->name,
+            "rmsnorm_fwd_test_tuned_decode");
+}
+
+TEST_F(RegistryTest, ADecodeLineThatDeclinesLeavesTheCallToTheLineForAnyRows) {
+  registry.add_tuned(tuned_entry(4096, "rmsnorm_fwd_test_tuned"));
+  KernelEntry d = tuned_entry(4096, "rmsnorm_fwd_test_tuned_decode");
+  d.key = decode(d.key);
+  d.can_implement = [](const void*) -> const char* { return "declines every call"; };
+  registry.add_tuned(d);
+  registry.add_general(general_entry());
+  FakeArgs args;
+  const Selection sel = registry.select(decode(rms_fwd(4096)), ArchFamily::kSm90, &args);
+  EXPECT_TRUE(sel.tuned);
+  EXPECT_EQ(sel.entry->name, "rmsnorm_fwd_test_tuned");
+  // Both declining: the general entry, and the reason names the decode line.
+  args.aligned = false;
+  const Selection general = registry.select(decode(rms_fwd(4096)), ArchFamily::kSm90, &args);
+  EXPECT_FALSE(general.tuned);
+  EXPECT_EQ(general.entry->name, "rmsnorm_fwd_test_general");
+  EXPECT_THAT(general.fallback_reason(decode(rms_fwd(4096)), ArchFamily::kSm90), HasSubstr("rmsnorm_fwd_test_tuned_decode"));
+}
+
+TEST_F(RegistryTest, TheFallbackWarningIsOncePerKeyWhateverTheRowClass) {
+  registry.add_general(general_entry());
+  FakeArgs args;
+  ::testing::internal::CaptureStderr();
+  registry.get_kernel(rms_fwd(3000), ArchFamily::kSm90, &args);
+  registry.get_kernel(decode(rms_fwd(3000)), ArchFamily::kSm90, &args);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_THAT(err, HasSubstr("hidden=3000"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("rows<=")));
+}
+
+// ---- tuned lines naming another backend ----------------------------------------------
+TunedBackendLine cudnn_line(NormKey key, const char* name) {
+  TunedBackendLine l;
+  l.key = key;
+  l.arch = ArchFamily::kSm90;
+  l.backend = Backend::kCudnn;
+  l.name = name;
+  return l;
+}
+
+TEST_F(RegistryTest, TunedBackendLinesAreFoundByKeyArchAndRowClass) {
+  registry.add_tuned_backend(cudnn_line(decode(rms_fwd(4096)), "rmsnorm_fwd_h4096_decode_cudnn"));
+  registry.add_tuned_backend(cudnn_line(rms_fwd(8192), "rmsnorm_fwd_h8192_cudnn"));
+  const TunedBackendLine* d = registry.tuned_backend(decode(rms_fwd(4096, DType::kBFloat16, true)), ArchFamily::kSm90);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->name, "rmsnorm_fwd_h4096_decode_cudnn");
+  // A call of more rows does not take a decode line; a decode call takes a line for any rows.
+  EXPECT_EQ(registry.tuned_backend(rms_fwd(4096), ArchFamily::kSm90), nullptr);
+  ASSERT_NE(registry.tuned_backend(decode(rms_fwd(8192)), ArchFamily::kSm90), nullptr);
+  EXPECT_EQ(registry.tuned_backend(decode(rms_fwd(8192)), ArchFamily::kSm90)->name, "rmsnorm_fwd_h8192_cudnn");
+  // Another architecture, dtype or hidden size: none.
+  EXPECT_EQ(registry.tuned_backend(rms_fwd(8192), ArchFamily::kSm100), nullptr);
+  EXPECT_EQ(registry.tuned_backend(rms_fwd(8192, DType::kFloat16), ArchFamily::kSm90), nullptr);
+  EXPECT_EQ(registry.tuned_backend(rms_fwd(8193), ArchFamily::kSm90), nullptr);
+  // They are not entries: selection of the native kernels is unchanged, and the listing
+  // has them apart, sorted.
+  EXPECT_TRUE(registry.entries().empty());
+  const auto lines = registry.tuned_backend_lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]->name, "rmsnorm_fwd_h4096_decode_cudnn");
+}
+
+TEST_F(RegistryTest, TunedBackendLineChecks) {
+  registry.add_tuned_backend(cudnn_line(rms_fwd(4096), "first"));
+  EXPECT_THROW(registry.add_tuned_backend(cudnn_line(rms_fwd(4096), "again")), Error);
+  TunedBackendLine native = cudnn_line(rms_fwd(2048), "native");
+  native.backend = Backend::kNative;
+  EXPECT_THROW(registry.add_tuned_backend(native), Error);
+  EXPECT_THROW(registry.add_tuned_backend(cudnn_line(rms_fwd(kAnyHiddenSize), "general")), Error);
+  EXPECT_THROW(registry.add_tuned_backend(cudnn_line(rms_fwd(2048, DType::kBFloat16, true), "flag")), Error);
+  TunedBackendLine any_arch = cudnn_line(rms_fwd(2048), "any arch");
+  any_arch.arch = ArchFamily::kAny;
+  EXPECT_THROW(registry.add_tuned_backend(any_arch), Error);
 }
 
 }  // namespace

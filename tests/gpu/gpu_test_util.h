@@ -21,6 +21,8 @@
 #include <normtune/normtune.h>
 #include <normtune/transformer_engine.h>
 
+#include "normalization/src/cudnn/backend_choice.h"
+
 namespace normtune::test {
 
 // ---- tolerances: the one place they are stated -------------------------------------------
@@ -225,6 +227,8 @@ inline std::vector<const KernelEntry*> tuned_entries(std::initializer_list<Stage
 }
 
 // A suite over tuned entries: an entry tuned for another architecture family is skipped.
+// The native kernels are asked for (TransformerEngine's switches off), so that a table line
+// naming cuDNN for the same key does not take the call.
 class TunedEntryGpu : public ::testing::TestWithParam<const KernelEntry*> {
  protected:
   void SetUp() override {
@@ -233,6 +237,22 @@ class TunedEntryGpu : public ::testing::TestWithParam<const KernelEntry*> {
       GTEST_SKIP() << GetParam()->name << " is tuned for " << arch_family_name(GetParam()->arch)
                    << ", this device is " << arch_family_name(current_arch_family());
     }
+    nvte_enable_cudnn_norm_fwd(false);
+    nvte_enable_cudnn_norm_bwd(false);
+  }
+  void TearDown() override { reset_cudnn_norm_switches(); }
+
+  // The row counts an entry is run at: a decode line's at 1, 37 and kDecodeMaxRows rows; a
+  // line for any row count at 1 and 37 rows, or, where a decode line takes those, just above
+  // kDecodeMaxRows and at 200.
+  static std::vector<size_t> rows_for(const KernelEntry& e) {
+    if (e.key.rows == RowClass::kDecode) return {1, 37, kDecodeMaxRows};
+    NormKey decode = e.key;
+    decode.rows = RowClass::kDecode;
+    for (const KernelEntry* other : kernel_registry().entries()) {
+      if (other->key == decode && other->arch == e.arch) return {kDecodeMaxRows + 1, 200};
+    }
+    return {1, 37};
   }
 };
 

@@ -161,5 +161,50 @@ TEST_F(CudnnGpu, EightThreadsAtOnce) {
   run_fwd(c);
 }
 
+// Under NORMTUNE_BACKEND=auto (TransformerEngine's switches untouched), a key whose tuned line
+// names cuDNN runs cuDNN's plan, reported as tuned, with the reference's results; with TE's
+// switch off (nvte_enable_cudnn_norm_fwd/bwd(false)) the same call runs a native kernel.
+TEST_F(CudnnGpu, TunedLinesNamingCudnnChooseItUnderAuto) {
+  size_t checked = 0;
+  for (const TunedBackendLine* line : kernel_registry().tuned_backend_lines()) {
+    if (line->arch != current_arch_family() || line->backend != Backend::kCudnn) continue;
+    const NormKey& k = line->key;
+    SCOPED_TRACE(line->name);
+    // A call of the line's row class (a decode line: a few rows; else just above them).
+    const size_t rows = k.rows == RowClass::kDecode ? 3 : kDecodeMaxRows + 3;
+    auto run = [&]() -> KernelChoice {
+      if (is_backward(k.stage)) {
+        BwdCase c;
+        c.norm = k.norm;
+        c.wtype = k.wtype;
+        c.itype = k.itype;
+        c.hidden = k.hidden_size;
+        c.rows = rows;
+        c.seed = k.hidden_size + 11;
+        return run_bwd(c).kernel;
+      }
+      FwdCase c;
+      c.norm = k.norm;
+      c.wtype = k.wtype;
+      c.itype = k.itype;
+      c.otype = k.otype;
+      c.hidden = k.hidden_size;
+      c.rows = rows;
+      c.seed = k.hidden_size + 13;
+      return run_fwd(c).kernel;
+    };
+    reset_cudnn_norm_switches();  // auto
+    const KernelChoice chosen = run();
+    EXPECT_EQ(chosen.backend, "cudnn") << chosen.name;
+    EXPECT_TRUE(chosen.tuned) << chosen.name;
+    nvte_enable_cudnn_norm_fwd(false);
+    nvte_enable_cudnn_norm_bwd(false);
+    const KernelChoice native = run();
+    EXPECT_EQ(native.backend, "native") << native.name;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no tuned line names cuDNN on this device";
+}
+
 }  // namespace
 }  // namespace normtune::test

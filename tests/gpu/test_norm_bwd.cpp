@@ -49,7 +49,7 @@ class TunedBwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedBwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
-  for (size_t rows : {size_t{1}, size_t{37}}) {
+  for (size_t rows : rows_for(e)) {
     BwdCase c = make_case(e.key.norm, e.key.stage == Stage::kBackwardAdd, e.key.itype, rows, e.key.hidden_size);
     c.wtype = e.key.wtype;
     const BwdResult r = run_bwd(c);

@@ -48,7 +48,7 @@ class TunedFwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
-  for (size_t rows : {size_t{1}, size_t{37}}) {
+  for (size_t rows : rows_for(e)) {
     FwdCase c;
     c.norm = e.key.norm;
     c.fused_add = e.key.stage == Stage::kForwardAdd;

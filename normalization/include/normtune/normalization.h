@@ -90,9 +90,11 @@ void nvte_layernorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETenso
                         cudaStream_t stream);
 
 /* TransformerEngine's backend switches: enable routes the forward (backward) calls of the
- * whole process to the cuDNN backend, disable to normtune's kernels. Until called, TE's
- * variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN (1: cuDNN) decide; when cuDNN is
- * off, NORMTUNE_BACKEND=auto|native|cudnn does. A call routed to cuDNN runs there or raises
+ * whole process to the cuDNN backend, disable to normtune's kernels (even where the tuned
+ * table names cuDNN). Until called, TE's variables NVTE_NORM_FWD_USE_CUDNN /
+ * NVTE_NORM_BWD_USE_CUDNN (1: cuDNN) decide; when they do not ask for cuDNN,
+ * NORMTUNE_BACKEND=auto|native|cudnn does (auto: the tuned table's choice per key, which may
+ * be cuDNN: NORMTUNE_TUNED_CUDNN lines). A call routed to cuDNN runs there or raises
  * normtune::Error (no cuDNN in this build, libcudnn not found, or an unsupported call:
  * the fused-add forward and backward, quantized z, an amax of z); it never falls back
  * silently. */
@@ -106,10 +108,12 @@ void nvte_enable_cudnn_norm_bwd(bool enable);
 
 namespace normtune {
 
-/* The kernel the last normalization call of this thread ran (empty before any). */
+/* The kernel the last normalization call of this thread ran (empty before any): tuned when a
+ * tuned-table line chose it (a native tuned entry, or another backend the table names). */
 struct KernelChoice {
   std::string name;
   bool tuned = false;
+  std::string backend;  // "native", "cudnn"
 };
 KernelChoice last_kernel();
 

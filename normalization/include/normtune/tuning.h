@@ -167,6 +167,8 @@ std::string config_string(const BwdPlan& plan);
 // "_n4_g224_c1_r1_p" ("_streaming_g512_c1_r1_p", "_columns"): a tuned kernel's name suffix.
 std::string name_tags(const FwdPlan& plan);
 std::string name_tags(const BwdPlan& plan);
+// "_decode" for a decode line's entry (RowClass::kDecode), else "": after "_h<hidden>".
+std::string_view row_class_tag(RowClass rows);
 
 // The complete `.def` line for a tuned entry (what `normtune tune` prints). The key must be
 // an entry key without flags (a table line has no field for them), unscaled or row-wise
@@ -174,8 +176,13 @@ std::string name_tags(const BwdPlan& plan);
 // other scaling modes are an error).
 //   NORMTUNE_TUNED(RMSNorm, Forward, bf16, bf16, bf16, fp32, 1024, (<def_config>), (<provenance>))
 //   NORMTUNE_TUNED_SCALED(RMSNorm, Forward, bf16, bf16, fp8e4m3, fp32, Mxfp8_1D, 4096, (...), (...))
+// A key of row class kDecode (unscaled z) gives the decode line:
+//   NORMTUNE_TUNED_DECODE(RMSNorm, Forward, bf16, bf16, bf16, fp32, 4096, (...), (...))
 std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Provenance& provenance);
 std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance);
+// The line naming another backend (cuDNN) for a key (unscaled, no flags, exact hidden size):
+//   NORMTUNE_TUNED_CUDNN(LayerNorm, Forward, bf16, bf16, bf16, fp32, Decode, 4096, (<provenance>))
+std::string tuned_backend_table_line(const NormKey& key, Backend backend, const Provenance& provenance);
 
 // ---- the planner ------------------------------------------------------------------------
 // Threads sharing a row of `nvec` vectors held `n` per thread: a power of two below the warp

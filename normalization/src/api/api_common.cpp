@@ -20,6 +20,14 @@ namespace normtune {
 namespace {
 
 thread_local const KernelEntry* t_last_kernel = nullptr;
+thread_local bool t_last_kernel_from_table = false;  // another backend, named by a tuned line
+thread_local bool t_selected_from_table = false;     // the same, for the call being selected
+
+// Keys whose tuned line names a backend that cannot run here (reported once each).
+OnceSet<uint64_t>& unusable_table_backends() {
+  static OnceSet<uint64_t> keys;
+  return keys;
+}
 
 // The key's scaling of a tensor's NVTEScalingMode (check_call admits the modes mapped here).
 ScalingMode scaling_of_mode(NVTEScalingMode mode) {
@@ -377,7 +385,8 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
 
 KernelChoice last_kernel() {
   if (t_last_kernel == nullptr) return {};
-  return {t_last_kernel->name, !t_last_kernel->is_general()};
+  return {t_last_kernel->name, !t_last_kernel->is_general() || t_last_kernel_from_table,
+          std::string(backend_name(t_last_kernel->backend))};
 }
 
 CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles,
@@ -446,6 +455,7 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   }
   NormKey key = make_key(spec.norm, spec.stage, w, x, o, static_cast<uint32_t>(call.hidden), scaling,
                          zero_centered_gamma);
+  key.rows = row_class_of(call.rows);
   if (scaling != ScalingMode::kNone) {
     const Tensor& z = *call.by_slot[arg_with_rule(spec, DTypeRule::kOutputType).slot];
     if (z.with_gemm_swizzled_scales) key.flags |= kFlagSwizzledScales;
@@ -454,11 +464,43 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   return key;
 }
 
+const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args) {
+  const Selection sel = kernel_registry().select_backend(key, line.backend, args);
+  std::string why;
+  if (sel.general_candidate == nullptr) {
+    why = kCudnnBackendBuilt ? detail::concat("the ", backend_name(line.backend), " backend does not implement it")
+                             : std::string("this build of normtune has no cuDNN backend");
+  } else if (sel.entry == nullptr) {
+    why = detail::concat("the ", backend_name(line.backend), " backend cannot run this call (", sel.general_rejection,
+                         ")");
+  } else if (cudnn_library(&why) != nullptr) {
+#ifdef NORMTUNE_WITH_CUDNN
+    set_cudnn_call_source("the tuned table (NORMTUNE_BACKEND=auto)");
+#endif
+    return sel.entry;
+  }
+  if (unusable_table_backends().first_time(pack(key.entry_key())) && !env_flag_is_off("NORMTUNE_WARN_FALLBACK")) {
+    print_warning(detail::concat("the tuned table names ", backend_name(line.backend), " (", line.name, ") for ",
+                                 to_string(key), ", but ", why, "; running the native kernel"));
+  }
+  return nullptr;
+}
+
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {
+  t_selected_from_table = false;
   if (general_only) return kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args);
   const BackendChoice choice = backend_choice(is_backward(key.stage));
   if (choice.request == BackendRequest::kCudnn) return cudnn_kernel(key, args, choice.source);
-  return kernel_registry().get_kernel(key, current_arch_family(), args);
+  const ArchFamily arch = current_arch_family();
+  if (choice.request == BackendRequest::kAuto) {
+    if (const TunedBackendLine* line = kernel_registry().tuned_backend(key, arch)) {
+      if (const KernelEntry* e = table_backend_kernel(*line, key, args)) {
+        t_selected_from_table = true;
+        return *e;
+      }
+    }
+  }
+  return kernel_registry().get_kernel(key, arch, args);
 }
 
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source) {
@@ -545,6 +587,7 @@ void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor w
 
 void run_kernel(const KernelEntry& entry, const void* args, cudaStream_t stream) {
   t_last_kernel = &entry;
+  t_last_kernel_from_table = t_selected_from_table;
   entry.run(args, stream);
 }
 

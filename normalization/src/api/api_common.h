@@ -48,7 +48,9 @@ CheckedCall check_call(const CallSpec& spec, std::span<const NVTETensor> handles
 NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_centered_gamma);
 
 // Step 4: the entry for `key` on the current device (tuned, else general; reports a fallback
-// once), or the cuDNN backend's when the call asks for it (cudnn/backend_choice.h).
+// once), or the cuDNN backend's when the call asks for it (cudnn/backend_choice.h) or, under
+// NORMTUNE_BACKEND=auto, when the tuned table names cuDNN for the key (NORMTUNE_TUNED_CUDNN)
+// and cuDNN can run the call (else a one-time warning and the native entry).
 // general_only: skip tuned entries and other backends (the autotuner times the general
 // kernel's layouts).
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only = false);
@@ -57,6 +59,10 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 // cuDNN) and why it cannot run the call: not built in, not implemented for the key, the
 // entry's own check (alignment, an amax of z, ...), libcudnn not found.
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source);
+
+// The entry of the backend a tuned line names, when that backend is built, implements the
+// call, accepts its arguments and its library loads; else nullptr, after a warning once per key.
+const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args);
 
 // Whether this build has the cuDNN backend's entries (NORMTUNE_ENABLE_CUDNN).
 #ifdef NORMTUNE_WITH_CUDNN

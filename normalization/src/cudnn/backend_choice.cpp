@@ -79,6 +79,10 @@ BackendChoice backend_choice(bool backward) {
   if (sw == 1) {
     return {BackendRequest::kCudnn, backward ? "nvte_enable_cudnn_norm_bwd(true)" : "nvte_enable_cudnn_norm_fwd(true)"};
   }
+  if (sw == 0) {  // TE's meaning: its own kernels, not cuDNN (nor a tuned line naming cuDNN)
+    return {BackendRequest::kNative,
+            backward ? "nvte_enable_cudnn_norm_bwd(false)" : "nvte_enable_cudnn_norm_fwd(false)"};
+  }
   const EnvState& env = env_state();
   if (sw == -1 && env.te_cudnn[backward ? 1 : 0]) {
     return {BackendRequest::kCudnn, backward ? "NVTE_NORM_BWD_USE_CUDNN=1" : "NVTE_NORM_FWD_USE_CUDNN=1"};

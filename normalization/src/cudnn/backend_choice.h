@@ -1,13 +1,17 @@
 // Which backend a normalization call asks for: TransformerEngine's switches first, with TE's
 // meaning, then normtune's variable.
 //   - nvte_enable_cudnn_norm_fwd(bool) / nvte_enable_cudnn_norm_bwd(bool) set the choice of
-//     the forward / backward calls for the whole process; until one is called, TE's
-//     variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN (1: cuDNN) give it;
-//   - when TE's switch is off: NORMTUNE_BACKEND=auto|native|cudnn (default auto: the native
-//     kernels, tuned or general; no tuned line names cuDNN yet).
+//     the forward / backward calls for the whole process: true is cuDNN, false the native
+//     kernels (TE's own kernels in TE: never cuDNN, not even where the tuned table names it);
+//   - until one is called, TE's variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN
+//     (1: cuDNN) give it;
+//   - when neither says cuDNN: NORMTUNE_BACKEND=auto|native|cudnn (default auto: what the
+//     tuned table says for the call's key: a native tuned or general kernel, or cuDNN where a
+//     NORMTUNE_TUNED_CUDNN line names it and cuDNN can run the call).
 // A call that asks for cuDNN gets it or a clear error (cuDNN not built in, libcudnn not
 // found, or the call is one the cuDNN backend does not implement); never the native kernel
-// instead.
+// instead. Under auto, a table line naming cuDNN where cuDNN cannot run gives a one-time
+// warning and the native kernel.
 #pragma once
 
 namespace normtune {

@@ -68,22 +68,33 @@ const char* scaling_token(ScalingMode m) {
   }
 }
 
+// ", (.device = "...", .date = "...", .time_us = 12.34, .tool = "..."))": a line's provenance
+// and its closing parenthesis (the time fixed, 2 decimals, without the locale).
+std::string provenance_tail(const Provenance& pv) {
+  char buf[48];
+  const std::string time(buf, std::to_chars(buf, buf + sizeof(buf), pv.time_us, std::chars_format::fixed, 2).ptr);
+  return detail::concat(", (.device = \"", pv.device, "\", .date = \"", pv.date, "\", .time_us = ", time,
+                        ", .tool = \"", pv.tool, "\"))");
+}
+
+// "RMSNorm, Forward, bf16, bf16, bf16, fp32, ": the key's leading fields of a line.
+std::string key_head(const NormKey& key) {
+  return detail::concat(norm_type_name(key.norm), ", ", stage_name(key.stage), ", ", dtype_name(key.wtype), ", ",
+                        dtype_name(key.itype), ", ", dtype_name(key.otype), ", ", dtype_name(key.ctype), ", ");
+}
+
 template <typename Plan>
 std::string tuned_line_of(const NormKey& key, const Plan& plan, const Provenance& pv) {
   const bool scaled = key.scaling != ScalingMode::kNone;
-  NORMTUNE_CHECK((!scaled || scaling_token(key.scaling) != nullptr) && key.flags == 0 &&
+  const bool decode = key.rows == RowClass::kDecode;
+  NORMTUNE_CHECK((!scaled || scaling_token(key.scaling) != nullptr) && !(scaled && decode) && key.flags == 0 &&
                      key.hidden_size != kAnyHiddenSize,
                  "tuned_table_line: a table line has an exact hidden size, no flags and no scaling but the 1-D "
-                 "block scalings; got ",
+                 "block scalings (and a decode line none); got ",
                  to_string(key));
-  char buf[48];  // fixed, 2 decimals, without the locale (to_chars)
-  const std::string time(buf, std::to_chars(buf, buf + sizeof(buf), pv.time_us, std::chars_format::fixed, 2).ptr);
-  return detail::concat(scaled ? "NORMTUNE_TUNED_SCALED(" : "NORMTUNE_TUNED(", norm_type_name(key.norm), ", ",
-                        stage_name(key.stage), ", ", dtype_name(key.wtype), ", ", dtype_name(key.itype), ", ",
-                        dtype_name(key.otype), ", ", dtype_name(key.ctype), ", ",
-                        scaled ? detail::concat(scaling_token(key.scaling), ", ") : std::string(),
-                        key.hidden_size, ", ", def_config_of(plan), ", (.device = \"", pv.device, "\", .date = \"",
-                        pv.date, "\", .time_us = ", time, ", .tool = \"", pv.tool, "\"))");
+  const char* macro = scaled ? "NORMTUNE_TUNED_SCALED(" : decode ? "NORMTUNE_TUNED_DECODE(" : "NORMTUNE_TUNED(";
+  return detail::concat(macro, key_head(key), scaled ? detail::concat(scaling_token(key.scaling), ", ") : std::string(),
+                        key.hidden_size, ", ", def_config_of(plan), provenance_tail(pv));
 }
 
 }  // namespace
@@ -100,6 +111,18 @@ std::string tuned_table_line(const NormKey& key, const FwdPlan& plan, const Prov
 }
 std::string tuned_table_line(const NormKey& key, const BwdPlan& plan, const Provenance& provenance) {
   return tuned_line_of(key, plan, provenance);
+}
+
+std::string_view row_class_tag(RowClass rows) { return rows == RowClass::kDecode ? "_decode" : ""; }
+
+std::string tuned_backend_table_line(const NormKey& key, Backend backend, const Provenance& provenance) {
+  NORMTUNE_CHECK(backend == Backend::kCudnn && key.scaling == ScalingMode::kNone && key.flags == 0 &&
+                     key.hidden_size != kAnyHiddenSize,
+                 "tuned_backend_table_line: a line names cuDNN for a key with an exact hidden size, unscaled z "
+                 "and no flags; got ",
+                 backend_name(backend), " for ", to_string(key));
+  return detail::concat("NORMTUNE_TUNED_CUDNN(", key_head(key), key.rows == RowClass::kDecode ? "Decode" : "Any", ", ",
+                        key.hidden_size, provenance_tail(provenance));
 }
 
 }  // namespace normtune

@@ -107,15 +107,16 @@ TunedBwd<Traits, kHidden, kPlan> tuned_launcher();
 
 // A tuned entry: kPlan is the table line's FwdPlan or BwdPlan.
 template <typename Traits, int kHidden, auto kPlan>
-void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance) {
+void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance, RowClass rows) {
   using Plan = std::remove_cvref_t<decltype(kPlan)>;
   static_assert(std::is_same_v<Plan, BwdPlan> == is_backward(Traits::kStage),
                 "a forward line needs a FwdPlan config, a backward line a BwdPlan");
   static_assert(kPlan == canonical(kPlan), "a tuned line sets a field its layout does not use");
   KernelEntry e;
   e.key = key_of<Traits>(kHidden);
+  e.key.rows = rows;
   e.arch = arch;
-  e.name = detail::concat(kernel_base_name<Traits>(), "_h", kHidden, name_tags(kPlan));
+  e.name = detail::concat(kernel_base_name<Traits>(), "_h", kHidden, row_class_tag(rows), name_tags(kPlan));
   e.config = config_string(kPlan);
   using Tuned = decltype(tuned_launcher<Traits, kHidden, kPlan>());
   e.can_implement = Tuned::can_implement;
@@ -123,6 +124,21 @@ void add_tuned(Registry& registry, ArchFamily arch, const Provenance& provenance
   e.workspace_bytes = Tuned::workspace;
   e.provenance = provenance;
   registry.add_tuned(std::move(e));
+}
+
+// A line naming another backend (cuDNN) for a key: no kernel of ours, a record the call's
+// selection reads (Registry::tuned_backend).
+template <typename Traits>
+void add_tuned_backend(Registry& registry, ArchFamily arch, Backend backend, RowClass rows, int hidden,
+                       const Provenance& provenance) {
+  TunedBackendLine line;
+  line.key = key_of<Traits>(hidden);
+  line.key.rows = rows;
+  line.arch = arch;
+  line.backend = backend;
+  line.name = detail::concat(kernel_base_name<Traits>(), "_h", hidden, row_class_tag(rows), "_", backend_name(backend));
+  line.provenance = provenance;
+  registry.add_tuned_backend(std::move(line));
 }
 
 // The kShard-th part of a tuned table (lines whose number modulo NORMTUNE_TUNED_SHARDS is
@@ -139,21 +155,38 @@ template <bool kBackward, int kShard>
 void register_tuned_sm90(Registry& registry) {
   (void)registry;
 // NORMTUNE_TUNED_SCALED names z's scaling mode (ScalingMode::k<scaling>: Mxfp8_1D); the
-// plain NORMTUNE_TUNED line is an unscaled (or per-tensor FP8) one.
-#define NORMTUNE_TUNED_SCALED(norm, stage, w, i, o, c, scaling, hidden, config, provenance)          \
+// plain NORMTUNE_TUNED line is an unscaled (or per-tensor FP8) one; NORMTUNE_TUNED_DECODE is
+// a plain line for calls of at most kDecodeMaxRows rows; NORMTUNE_TUNED_CUDNN names cuDNN as
+// the winner for its key (rows: Any or Decode), beside the key's native line.
+#define NORMTUNE_TUNED_LINE_(norm, stage, w, i, o, c, scaling, rows, hidden, config, provenance)      \
   if constexpr (is_backward(Stage::k##stage) == kBackward && __LINE__ % NORMTUNE_TUNED_SHARDS == kShard) { \
     using Traits = TraitsFor<NormType::k##norm, Stage::k##stage, w, i, o, ScalingMode::k##scaling>;  \
     static_assert(DType::kFloat32 == Elem<c>::kDType, "kernels compute in fp32 (ctype fp32)");         \
     static_assert(Elem<o>::kDType == Elem<typename Traits::Output>::kDType, "a backward's otype is itype"); \
     using Plan = std::conditional_t<kBackward, BwdPlan, FwdPlan>;                                     \
     constexpr DependentOn<kShard, Plan> plan{NORMTUNE_UNPAREN config};                                \
-    add_tuned<Traits, hidden, plan>(registry, ArchFamily::kSm90, Provenance{NORMTUNE_UNPAREN provenance}); \
+    add_tuned<Traits, hidden, plan>(registry, ArchFamily::kSm90, Provenance{NORMTUNE_UNPAREN provenance}, \
+                                    RowClass::k##rows);                                               \
   }
+#define NORMTUNE_TUNED_SCALED(norm, stage, w, i, o, c, scaling, hidden, config, provenance) \
+  NORMTUNE_TUNED_LINE_(norm, stage, w, i, o, c, scaling, Any, hidden, config, provenance)
 #define NORMTUNE_TUNED(norm, stage, w, i, o, c, hidden, config, provenance) \
-  NORMTUNE_TUNED_SCALED(norm, stage, w, i, o, c, None, hidden, config, provenance)
+  NORMTUNE_TUNED_LINE_(norm, stage, w, i, o, c, None, Any, hidden, config, provenance)
+#define NORMTUNE_TUNED_DECODE(norm, stage, w, i, o, c, hidden, config, provenance) \
+  NORMTUNE_TUNED_LINE_(norm, stage, w, i, o, c, None, Decode, hidden, config, provenance)
+#define NORMTUNE_TUNED_CUDNN(norm, stage, w, i, o, c, rows, hidden, provenance)                            \
+  if constexpr (is_backward(Stage::k##stage) == kBackward && __LINE__ % NORMTUNE_TUNED_SHARDS == kShard) { \
+    using Traits = TraitsFor<NormType::k##norm, Stage::k##stage, w, i, o, ScalingMode::kNone>;         \
+    static_assert(DType::kFloat32 == Elem<c>::kDType, "kernels compute in fp32 (ctype fp32)");         \
+    add_tuned_backend<Traits>(registry, ArchFamily::kSm90, Backend::kCudnn, RowClass::k##rows, hidden, \
+                              Provenance{NORMTUNE_UNPAREN provenance});                                \
+  }
 #include "sm90.def"
 #undef NORMTUNE_TUNED
 #undef NORMTUNE_TUNED_SCALED
+#undef NORMTUNE_TUNED_DECODE
+#undef NORMTUNE_TUNED_CUDNN
+#undef NORMTUNE_TUNED_LINE_
 }
 
 }  // namespace normtune

@@ -9,6 +9,7 @@
 // a constant expression, is a compile error): never a silent truncation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -58,6 +59,19 @@ inline constexpr uint8_t kRunTimeKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzl
 // hidden_size == kAnyHiddenSize marks a general entry (handles every hidden size).
 inline constexpr uint32_t kAnyHiddenSize = 0;
 
+// How many rows a call has, as the tuned table tells them apart: decode (serving one token per
+// sequence, M <= kDecodeMaxRows rows) wants another layout than a training step's thousands of
+// rows (few rows fill few SMs, and the per-call latency in a CUDA graph is what counts). A
+// call's key carries its class; a table line is either for any row count or for decode calls
+// (NORMTUNE_TUNED_DECODE), and a decode call takes its decode line first, else the other.
+enum class RowClass : uint8_t {
+  kAny = 0,     // a table line for every row count (a call of more than kDecodeMaxRows rows)
+  kDecode = 1,  // at most kDecodeMaxRows rows
+};
+inline constexpr int kNumRowClasses = 2;
+inline constexpr size_t kDecodeMaxRows = 128;
+constexpr RowClass row_class_of(size_t rows) { return rows <= kDecodeMaxRows ? RowClass::kDecode : RowClass::kAny; }
+
 struct NormKey {
   NormType norm = NormType::kRMSNorm;
   Stage stage = Stage::kForward;
@@ -68,6 +82,7 @@ struct NormKey {
   uint32_t hidden_size = kAnyHiddenSize;
   ScalingMode scaling = ScalingMode::kNone;
   uint8_t flags = 0;
+  RowClass rows = RowClass::kAny;
 
   constexpr bool operator==(const NormKey&) const = default;
 
@@ -78,10 +93,19 @@ struct NormKey {
     return k;
   }
 
-  // The entry key with the hidden size wildcarded: the key of the general entry.
+  // The entry key with the hidden size and the row class wildcarded: the key of the general
+  // entry.
   constexpr NormKey general() const {
     NormKey k = entry_key();
     k.hidden_size = kAnyHiddenSize;
+    k.rows = RowClass::kAny;
+    return k;
+  }
+
+  // The same key for any row count (the line a decode call takes when it has no decode line).
+  constexpr NormKey any_rows() const {
+    NormKey k = *this;
+    k.rows = RowClass::kAny;
     return k;
   }
 };
@@ -114,8 +138,8 @@ constexpr NormKey make_key(NormType norm, Stage stage, DType wtype, DType itype,
 }
 
 // ---- the layout -------------------------------------------------------------------------
-enum class KeyField : uint8_t { kNorm, kStage, kWType, kIType, kOType, kCType, kHidden, kScaling, kFlags };
-inline constexpr int kNumKeyFields = 9;
+enum class KeyField : uint8_t { kNorm, kStage, kWType, kIType, kOType, kCType, kHidden, kScaling, kFlags, kRows };
+inline constexpr int kNumKeyFields = 10;
 
 struct KeyFieldSpec {
   KeyField field;
@@ -125,7 +149,7 @@ struct KeyFieldSpec {
   uint64_t limit;   // values must be < limit (enum count, or 2^width for plain integers)
 };
 
-// Bits 57..63 are free for future fields.
+// Bits 58..63 are free (the registry puts the architecture family or the backend there).
 inline constexpr KeyFieldSpec kKeyFields[kNumKeyFields] = {
     {KeyField::kNorm, "norm", 0, 2, kNumNormTypes},
     {KeyField::kStage, "stage", 2, 3, kNumStages},
@@ -136,7 +160,9 @@ inline constexpr KeyFieldSpec kKeyFields[kNumKeyFields] = {
     {KeyField::kHidden, "hidden", 21, 24, uint64_t{1} << 24},
     {KeyField::kScaling, "scaling", 45, 4, kNumScalingModes},
     {KeyField::kFlags, "flags", 49, 8, uint64_t{kAllKeyFlags} + 1},
+    {KeyField::kRows, "rows", 57, 1, kNumRowClasses},
 };
+inline constexpr unsigned kFirstFreeKeyBit = 58;
 
 constexpr const KeyFieldSpec& key_field(KeyField f) { return kKeyFields[static_cast<int>(f)]; }
 
@@ -181,6 +207,7 @@ constexpr uint64_t pack(const NormKey& k) {
   bits = put_field(bits, KeyField::kHidden, k.hidden_size);
   bits = put_field(bits, KeyField::kScaling, static_cast<uint64_t>(k.scaling));
   bits = put_field(bits, KeyField::kFlags, k.flags);
+  bits = put_field(bits, KeyField::kRows, static_cast<uint64_t>(k.rows));
   return bits;
 }
 
@@ -202,6 +229,7 @@ constexpr NormKey unpack(uint64_t bits) {
   k.hidden_size = static_cast<uint32_t>(get_field(bits, KeyField::kHidden));
   k.scaling = static_cast<ScalingMode>(get_field(bits, KeyField::kScaling));
   k.flags = static_cast<uint8_t>(get_field(bits, KeyField::kFlags));
+  k.rows = static_cast<RowClass>(get_field(bits, KeyField::kRows));
   return k;
 }
 
@@ -209,9 +237,11 @@ constexpr NormKey unpack(uint64_t bits) {
 std::string_view norm_type_name(NormType t);    // "RMSNorm", "LayerNorm"
 std::string_view stage_name(Stage s);           // "Forward", "Backward", ...
 std::string_view scaling_mode_name(ScalingMode m);  // "none", "mxfp8_1d", ...
+std::string_view row_class_name(RowClass r);        // "any", "decode"
 
 // "RMSNorm Forward hidden=7168 wtype=bf16 itype=bf16 otype=bf16 ctype=fp32", followed by
-// " scaling=..." and " zero_centered_gamma" / " swizzled_scales" when they apply;
+// " scaling=...", " zero_centered_gamma" / " swizzled_scales" and " rows<=128" (a decode
+// call or line) when they apply;
 // "hidden=any" for a general key.
 std::string to_string(const NormKey& key);
 
@@ -269,7 +299,10 @@ constexpr bool representative_keys_round_trip() {
       k.flags = f;
       for (uint32_t h : {kAnyHiddenSize, 1u, 111u, 4096u, 262144u, kMaxHiddenSize}) {
         k.hidden_size = h;
-        if (!round_trips(k)) return false;
+        for (int r = 0; r < kNumRowClasses; ++r) {
+          k.rows = static_cast<RowClass>(r);
+          if (!round_trips(k)) return false;
+        }
       }
     }
   }

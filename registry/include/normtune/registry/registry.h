@@ -61,6 +61,18 @@ struct KernelEntry {
   bool is_general() const { return key.hidden_size == kAnyHiddenSize; }
 };
 
+// A tuned-table line that names another backend than the native kernels for a key
+// (NORMTUNE_TUNED_CUDNN): that backend's plan was timed faster than every native layout at
+// the line's shape. It carries no launcher: the call runs the backend's entry (add_backend)
+// when that backend is usable, else the native selection (with a one-time warning).
+struct TunedBackendLine {
+  NormKey key;  // an entry key with an exact hidden size (and row class)
+  ArchFamily arch = ArchFamily::kUnknown;
+  Backend backend = Backend::kCudnn;
+  std::string name;  // "layernorm_fwd_bf16_bf16_bf16_h4096_decode_cudnn"
+  Provenance provenance;
+};
+
 // The outcome of a lookup. Building it allocates nothing (it is on every call's path);
 // the words for a fallback or a failure are made only when they are printed.
 struct Selection {
@@ -86,12 +98,23 @@ class Registry {
   // for it by backend (select_backend).
   void add_backend(KernelEntry entry);
 
+  // A table line naming another backend for its key; at most one per (key, arch), beside
+  // (not instead of) that key's native tuned entry, which runs when the backend cannot.
+  void add_tuned_backend(TunedBackendLine line);
+  // The line naming another backend for a call's key on `arch`: a decode call's decode line
+  // first, else the line for any row count; nullptr when the table names none (the native
+  // selection stands). A hash lookup: on every call's path under NORMTUNE_BACKEND=auto.
+  const TunedBackendLine* tuned_backend(const NormKey& key, ArchFamily arch) const;
+  // Every such line, sorted as entries().
+  std::vector<const TunedBackendLine*> tuned_backend_lines() const;
+
   // The `backend` entry for `key` (its general key), and whether it can run the call:
   // sel.entry is nullptr when there is none or it cannot (sel.general_rejection says why).
   Selection select_backend(const NormKey& key, Backend backend, const void* args) const;
 
   // Which entry a call would run, without side effects. `key` is the call's key: the entries
-  // are looked up by key.entry_key() (run-time flags cleared) and key.general().
+  // are looked up by key.entry_key() (run-time flags cleared), then, for a decode call (row
+  // class kDecode), by the same key for any row count, then key.general().
   Selection select(const NormKey& key, ArchFamily arch, const void* args) const;
 
   // The entry to run: the tuned one when it matches and can run the call, else the general
@@ -110,6 +133,7 @@ class Registry {
   std::unordered_map<uint64_t, KernelEntry> tuned_;
   std::unordered_map<uint64_t, KernelEntry> general_;
   std::unordered_map<uint64_t, KernelEntry> backends_;
+  std::unordered_map<uint64_t, TunedBackendLine> tuned_backends_;
   mutable OnceSet<uint64_t> warned_;  // (key, arch) slots whose fallback was reported
 };
 
