@@ -18,6 +18,7 @@
 
 #include "bwd_case.h"
 #include "fwd_case.h"
+#include "protocol.h"
 #include "normalization/src/cudnn/backend_choice.h"
 #include "normalization/src/cudnn/cudnn_library.h"
 #include "normalization/src/cudnn/cudnn_norm.h"
@@ -128,6 +129,27 @@ TEST_F(CudnnGpu, UnsupportedCallsAreClearErrors) {
   // The native kernels again once the switch is off.
   reset_cudnn_norm_switches();
   EXPECT_FALSE(ran_cudnn(run_fwd(add).kernel));
+}
+
+// TransformerEngine's two-call protocol with each call on a new thread (protocol.h), whose
+// first GPU work is the cuDNN call: the primary context must be bound for cuDNN's launches.
+TEST_F(CudnnGpu, TheWorkspaceProtocolOnAFreshThread) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    FwdCase c;
+    c.norm = norm;
+    c.rows = 37;
+    c.hidden = 4096;
+    c.seed = 4133;
+    const FwdProblem p(c);
+    EXPECT_TRUE(ran_cudnn(check_workspace_protocol(p).kernel));
+    BwdCase b;
+    b.norm = norm;
+    b.rows = 37;
+    b.hidden = 4096;
+    b.seed = 4137;
+    const BwdProblem q(b);
+    EXPECT_TRUE(ran_cudnn(check_workspace_protocol(q).kernel));
+  }
 }
 
 TEST_F(CudnnGpu, EightThreadsAtOnce) {

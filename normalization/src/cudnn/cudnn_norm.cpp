@@ -308,10 +308,25 @@ std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, in
   });
 }
 
+// cuDNN launches through the driver API, which needs a current context on the calling thread;
+// the runtime binds the device's primary context to a thread only at its first runtime call
+// that needs one (our kernels' launches do). A thread whose first GPU work is a call routed
+// to cuDNN (a new thread handed the TE two-call protocol, measured on the H200: "cuLaunchKernelEx
+// returned error invalid device context (201)") gets it bound here: cudaSetDevice makes the
+// primary context current (CUDA 12+), once per thread and device.
+void bind_primary_context(int device) {
+  thread_local int bound = -1;
+  if (bound == device) return;
+  NORMTUNE_CUDA_CHECK(cudaSetDevice(device));
+  bound = device;
+}
+
 void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace,
              cudaStream_t stream) {
   with_context(key, rows, "running the graph", [&] {
-    DeviceHandle& dh = device_handle(current_device());
+    const int device = current_device();
+    bind_primary_context(device);
+    DeviceHandle& dh = device_handle(device);
     std::lock_guard<std::mutex> lock(dh.lock);
     check(fe::detail::set_stream(dh.handle, stream), "cudnnSetStream");
     check(plan.graph.execute(dh.handle, pack, workspace), "execution");
