@@ -44,8 +44,9 @@ Environment:
                              TransformerEngine's switches: run the forward / backward calls
                              on the cuDNN backend (until nvte_enable_cudnn_norm_fwd/bwd is
                              called); an unsupported call is an error, never a fallback.
+                             Set to 0 (TE's own kernels in TE): the native kernels.
   NORMTUNE_BACKEND=auto|native|cudnn
-                             The backend when TE's switches do not choose (default auto:
+                             The backend when TE's switches are not set (default auto:
                              the tuned table's choice per key and row class: a native
                              kernel, tuned or general, or cuDNN where a tuned:cudnn line
                              names it and cuDNN can run the call; else a one-time warning

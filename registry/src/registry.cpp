@@ -79,8 +79,8 @@ void Registry::add_general(KernelEntry entry) {
   NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
   NORMTUNE_CHECK(entry.key == entry.key.entry_key(), "entry '", entry.name, "' for ",
                  to_string(entry.key), ": run-time flags (zero-centered gamma) are not part of an entry's key");
-  NORMTUNE_CHECK(entry.is_general(), "general entry '", entry.name, "' for ", to_string(entry.key),
-                 ": expected hidden size 'any' (kAnyHiddenSize)");
+  NORMTUNE_CHECK(entry.is_general() && entry.key.rows == RowClass::kAny, "general entry '", entry.name, "' for ",
+                 to_string(entry.key), ": expected hidden size 'any' (kAnyHiddenSize) and any row count");
   entry.arch = ArchFamily::kAny;
   const uint64_t slot = pack(entry.key);
   if (auto it = general_.find(slot); it != general_.end()) {
@@ -94,8 +94,8 @@ void Registry::add_backend(KernelEntry entry) {
   NORMTUNE_CHECK_ARG(entry.run != nullptr, "entry.run", "a launcher", "nullptr");
   NORMTUNE_CHECK(entry.backend != Backend::kNative, "backend entry '", entry.name, "' for ", to_string(entry.key),
                  ": native kernels are added with add_tuned / add_general");
-  NORMTUNE_CHECK(entry.key == entry.key.entry_key() && entry.is_general(), "backend entry '", entry.name, "' for ",
-                 to_string(entry.key), ": expected hidden size 'any' and no run-time flags");
+  NORMTUNE_CHECK(entry.key == entry.key.general(), "backend entry '", entry.name, "' for ", to_string(entry.key),
+                 ": expected hidden size 'any', any row count and no run-time flags");
   entry.arch = ArchFamily::kAny;
   const uint64_t slot = backend_slot(entry.key, entry.backend);
   if (auto it = backends_.find(slot); it != backends_.end()) {
@@ -125,7 +125,10 @@ const TunedBackendLine* Registry::tuned_backend(const NormKey& key, ArchFamily a
   if (tuned_backends_.empty()) return nullptr;
   const NormKey k = key.entry_key();
   if (auto it = tuned_backends_.find(tuned_slot(k, arch)); it != tuned_backends_.end()) return &it->second;
-  if (k.rows != RowClass::kAny) {
+  // A decode call without a decode line naming a backend: the line for any rows, unless the
+  // table has a native decode line for the key (the decode race's winner, which the line for
+  // any rows, timed on thousands of rows, does not overrule).
+  if (k.rows != RowClass::kAny && tuned_.find(tuned_slot(k, arch)) == tuned_.end()) {
     if (auto it = tuned_backends_.find(tuned_slot(k.any_rows(), arch)); it != tuned_backends_.end()) {
       return &it->second;
     }

@@ -52,7 +52,14 @@ TEST_F(BackendChoiceTest, TransformerEngineVariablesPerDirection) {
   EXPECT_EQ(backend_choice(true).request, BackendRequest::kAuto);  // the backward has its own
   set("NVTE_NORM_BWD_USE_CUDNN", "1");
   EXPECT_EQ(backend_choice(true).request, BackendRequest::kCudnn);
+  // Set off, as TE reads it: TE's own kernels, here the native ones (never the table's cuDNN).
   set("NVTE_NORM_FWD_USE_CUDNN", "0");
+  EXPECT_EQ(backend_choice(false).request, BackendRequest::kNative);
+  EXPECT_STREQ(backend_choice(false).source, "NVTE_NORM_FWD_USE_CUDNN=0");
+  set("NVTE_NORM_FWD_USE_CUDNN", "false");
+  EXPECT_EQ(backend_choice(false).request, BackendRequest::kNative);
+  // Empty is unset: NORMTUNE_BACKEND (default auto) decides.
+  set("NVTE_NORM_FWD_USE_CUDNN", "");
   EXPECT_EQ(backend_choice(false).request, BackendRequest::kAuto);
 }
 

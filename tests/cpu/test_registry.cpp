@@ -34,6 +34,12 @@ NormKey rms_fwd(uint32_t hidden, DType t = DType::kBFloat16, bool zero_centered_
   return make_key(NormType::kRMSNorm, Stage::kForward, t, t, t, hidden, ScalingMode::kNone, zero_centered_gamma);
 }
 
+// The same key for a decode call (at most 128 rows).
+NormKey decode(NormKey k) {
+  k.rows = RowClass::kDecode;
+  return k;
+}
+
 KernelEntry tuned_entry(uint32_t hidden, const char* name = "rmsnorm_fwd_test_tuned") {
   KernelEntry e;
   e.key = rms_fwd(hidden);
@@ -343,13 +349,15 @@ TEST_F(RegistryTest, BackendEntryChecks) {
   KernelEntry sized = e;
   sized.key = rms_fwd(4096);
   EXPECT_THROW(registry.add_backend(sized), Error);  // backend entries serve every hidden size
+  KernelEntry decode_backend = sized;
+  decode_backend.key = decode(rms_fwd(kAnyHiddenSize));
+  EXPECT_THROW(registry.add_backend(decode_backend), Error);  // and every row count
+  KernelEntry decode_general = general_entry("decode general");
+  decode_general.key = decode(decode_general.key);
+  EXPECT_THROW(registry.add_general(decode_general), Error);
 }
 
 // ---- row classes: decode lines --------------------------------------------------------
-NormKey decode(NormKey k) {
-  k.rows = RowClass::kDecode;
-  return k;
-}
 
 TEST_F(RegistryTest, DecodeCallsTakeTheirDecodeLineFirstThenTheLineForAnyRows) {
   registry.add_tuned(tuned_entry(4096, "rmsnorm_fwd_test_tuned"));
@@ -435,6 +443,24 @@ TEST_F(RegistryTest, TunedBackendLinesAreFoundByKeyArchAndRowClass) {
   const auto lines = registry.tuned_backend_lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]->name, "rmsnorm_fwd_h4096_decode_cudnn");
+}
+
+// A decode call with a native decode line is not taken by a backend's line for any rows (the
+// decode race chose the native layout); without a native decode line it is.
+TEST_F(RegistryTest, ANativeDecodeLineOutranksABackendLineForAnyRows) {
+  registry.add_tuned_backend(cudnn_line(rms_fwd(4096), "rmsnorm_fwd_h4096_cudnn"));
+  registry.add_tuned_backend(cudnn_line(rms_fwd(8192), "rmsnorm_fwd_h8192_cudnn"));
+  KernelEntry d = tuned_entry(4096, "rmsnorm_fwd_test_tuned_decode");
+  d.key = decode(d.key);
+  registry.add_tuned(d);
+  EXPECT_EQ(registry.tuned_backend(decode(rms_fwd(4096)), ArchFamily::kSm90), nullptr);
+  ASSERT_NE(registry.tuned_backend(rms_fwd(4096), ArchFamily::kSm90), nullptr);  // more rows: the line
+  ASSERT_NE(registry.tuned_backend(decode(rms_fwd(8192)), ArchFamily::kSm90), nullptr);
+  // (on another architecture the native decode line is not that key's)
+  TunedBackendLine other = cudnn_line(rms_fwd(4096), "rmsnorm_fwd_h4096_cudnn_sm100");
+  other.arch = ArchFamily::kSm100;
+  registry.add_tuned_backend(other);
+  ASSERT_NE(registry.tuned_backend(decode(rms_fwd(4096)), ArchFamily::kSm100), nullptr);
 }
 
 TEST_F(RegistryTest, TunedBackendLineChecks) {

@@ -43,6 +43,20 @@ class CudnnGpu : public ::testing::Test {
   void TearDown() override { reset_cudnn_norm_switches(); }
 };
 
+// A forward (z of x's type) or backward case of the reference suites.
+template <typename Case>
+Case case_of(NormType norm, DType w, DType t, size_t rows, size_t hidden, uint32_t seed) {
+  Case c;
+  c.norm = norm;
+  c.wtype = w;
+  c.itype = t;
+  if constexpr (std::is_same_v<Case, FwdCase>) c.otype = t;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.seed = seed;
+  return c;
+}
+
 bool ran_cudnn(const KernelChoice& k) { return k.name.find("_cudnn") != std::string::npos && !k.tuned; }
 
 // Every case of the reference suites: both norms, four (gamma, x) type pairs, three hidden
@@ -65,15 +79,8 @@ void for_each_case(Fn&& fn) {
 template <typename Case, typename Run>
 void run_every_case(Run&& run) {
   for_each_case([&](NormType norm, DType w, DType t, size_t hidden, size_t rows, bool zc, uint32_t seed) {
-    Case c;
-    c.norm = norm;
-    c.wtype = w;
-    c.itype = t;
-    if constexpr (std::is_same_v<Case, FwdCase>) c.otype = t;
-    c.hidden = hidden;
-    c.rows = rows;
+    Case c = case_of<Case>(norm, w, t, rows, hidden, seed);
     c.zero_centered_gamma = zc;
-    c.seed = seed;
     SCOPED_TRACE(c.describe());
     const auto r = run(c);
     EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
@@ -135,19 +142,9 @@ TEST_F(CudnnGpu, UnsupportedCallsAreClearErrors) {
 // first GPU work is the cuDNN call: the primary context must be bound for cuDNN's launches.
 TEST_F(CudnnGpu, TheWorkspaceProtocolOnAFreshThread) {
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
-    FwdCase c;
-    c.norm = norm;
-    c.rows = 37;
-    c.hidden = 4096;
-    c.seed = 4133;
-    const FwdProblem p(c);
+    const FwdProblem p(case_of<FwdCase>(norm, DType::kBFloat16, DType::kBFloat16, 37, 4096, 4133));
     EXPECT_TRUE(ran_cudnn(check_workspace_protocol(p).kernel));
-    BwdCase b;
-    b.norm = norm;
-    b.rows = 37;
-    b.hidden = 4096;
-    b.seed = 4137;
-    const BwdProblem q(b);
+    const BwdProblem q(case_of<BwdCase>(norm, DType::kBFloat16, DType::kBFloat16, 37, 4096, 4137));
     EXPECT_TRUE(ran_cudnn(check_workspace_protocol(q).kernel));
   }
 }
@@ -195,25 +192,8 @@ TEST_F(CudnnGpu, TunedLinesNamingCudnnChooseItUnderAuto) {
     // A call of the line's row class (a decode line: a few rows; else just above them).
     const size_t rows = k.rows == RowClass::kDecode ? 3 : kDecodeMaxRows + 3;
     auto run = [&]() -> KernelChoice {
-      if (is_backward(k.stage)) {
-        BwdCase c;
-        c.norm = k.norm;
-        c.wtype = k.wtype;
-        c.itype = k.itype;
-        c.hidden = k.hidden_size;
-        c.rows = rows;
-        c.seed = k.hidden_size + 11;
-        return run_bwd(c).kernel;
-      }
-      FwdCase c;
-      c.norm = k.norm;
-      c.wtype = k.wtype;
-      c.itype = k.itype;
-      c.otype = k.otype;
-      c.hidden = k.hidden_size;
-      c.rows = rows;
-      c.seed = k.hidden_size + 13;
-      return run_fwd(c).kernel;
+      if (is_backward(k.stage)) return run_bwd(case_of<BwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 11)).kernel;
+      return run_fwd(case_of<FwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 13)).kernel;
     };
     reset_cudnn_norm_switches();  // auto
     const KernelChoice chosen = run();

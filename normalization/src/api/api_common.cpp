@@ -23,10 +23,15 @@ thread_local const KernelEntry* t_last_kernel = nullptr;
 thread_local bool t_last_kernel_from_table = false;  // another backend, named by a tuned line
 thread_local bool t_selected_from_table = false;     // the same, for the call being selected
 
-// Keys whose tuned line names a backend that cannot run here (reported once each).
-OnceSet<uint64_t>& unusable_table_backends() {
-  static OnceSet<uint64_t> keys;
-  return keys;
+// Tuned lines naming a backend that could not run a call here (reported once each), and
+// those whose backend failed to build a plan (not tried again in this process).
+OnceSet<const void*>& warned_table_lines() {
+  static OnceSet<const void*> lines;
+  return lines;
+}
+OnceSet<const void*>& failed_table_lines() {
+  static OnceSet<const void*> lines;
+  return lines;
 }
 
 // The key's scaling of a tensor's NVTEScalingMode (check_call admits the modes mapped here).
@@ -465,6 +470,7 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
 }
 
 const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args) {
+  if (failed_table_lines().contains(&line)) return nullptr;
   const Selection sel = kernel_registry().select_backend(key, line.backend, args);
   std::string why;
   if (sel.general_candidate == nullptr) {
@@ -477,9 +483,22 @@ const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const Norm
 #ifdef NORMTUNE_WITH_CUDNN
     set_cudnn_call_source("the tuned table (NORMTUNE_BACKEND=auto)");
 #endif
-    return sel.entry;
+    // The plan is built here (then cached: the size query and the call find it), so that a
+    // graph cuDNN cannot build for this call (zero-centered gamma before cuDNN 9.7, a shape
+    // its heuristics do not cover) leaves the call to the native kernel, as the table's
+    // choice must never make a call fail. Known gap: the cuDNN entry's checks that look at
+    // the data (16-byte alignment, an amax of z, dx over dz) can pass on a size query made
+    // with null pointers and fail on the real call, whose native workspace size may then
+    // differ from the answer the query gave.
+    try {
+      if (sel.entry->workspace_bytes != nullptr) (void)sel.entry->workspace_bytes(args);
+      return sel.entry;
+    } catch (const Error& err) {
+      why = err.what();
+      failed_table_lines().first_time(&line);
+    }
   }
-  if (unusable_table_backends().first_time(pack(key.entry_key())) && !env_flag_is_off("NORMTUNE_WARN_FALLBACK")) {
+  if (warned_table_lines().first_time(&line) && !env_flag_is_off("NORMTUNE_WARN_FALLBACK")) {
     print_warning(detail::concat("the tuned table names ", backend_name(line.backend), " (", line.name, ") for ",
                                  to_string(key), ", but ", why, "; running the native kernel"));
   }

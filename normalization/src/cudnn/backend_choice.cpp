@@ -18,25 +18,27 @@ namespace {
 std::atomic<int> g_switch[2] = {-1, -1};  // [backward]: nvte_enable_cudnn_norm_fwd / _bwd
 
 // TE's reading of a boolean variable: set and not "0" (TE compares with "1"; both accept 1/0).
-bool env_true(const char* name) {
+// A TransformerEngine switch variable: -1 unset (or empty), 0 set off ("0", "false", "off",
+// "no"), 1 set on (anything else).
+int env_switch(const char* name) {
   const char* v = std::getenv(name);
-  if (v == nullptr) return false;
+  if (v == nullptr || *v == '\0') return -1;
   const std::string_view s(v);
-  return !s.empty() && s != "0" && s != "false" && s != "off" && s != "no";
+  return s == "0" || s == "false" || s == "off" || s == "no" ? 0 : 1;
 }
 
 // The variables, read once per process (as TransformerEngine reads its own): a call's path
 // makes no environment lookup. reset_cudnn_norm_switches() makes the next call read them again.
 struct EnvState {
-  bool te_cudnn[2] = {false, false};  // NVTE_NORM_FWD_USE_CUDNN, NVTE_NORM_BWD_USE_CUDNN
+  int te_cudnn[2] = {-1, -1};  // NVTE_NORM_FWD_USE_CUDNN, NVTE_NORM_BWD_USE_CUDNN (env_switch)
   BackendChoice normtune;             // NORMTUNE_BACKEND
   std::string invalid;                // NORMTUNE_BACKEND's value when it is not a backend
 };
 
 EnvState read_env() {
   EnvState e;
-  e.te_cudnn[0] = env_true("NVTE_NORM_FWD_USE_CUDNN");
-  e.te_cudnn[1] = env_true("NVTE_NORM_BWD_USE_CUDNN");
+  e.te_cudnn[0] = env_switch("NVTE_NORM_FWD_USE_CUDNN");
+  e.te_cudnn[1] = env_switch("NVTE_NORM_BWD_USE_CUDNN");
   const char* v = std::getenv("NORMTUNE_BACKEND");
   const std::string_view s(v != nullptr ? v : "");
   if (s == "auto") {
@@ -84,8 +86,10 @@ BackendChoice backend_choice(bool backward) {
             backward ? "nvte_enable_cudnn_norm_bwd(false)" : "nvte_enable_cudnn_norm_fwd(false)"};
   }
   const EnvState& env = env_state();
-  if (sw == -1 && env.te_cudnn[backward ? 1 : 0]) {
-    return {BackendRequest::kCudnn, backward ? "NVTE_NORM_BWD_USE_CUDNN=1" : "NVTE_NORM_FWD_USE_CUDNN=1"};
+  const int te = env.te_cudnn[backward ? 1 : 0];
+  if (te == 1) return {BackendRequest::kCudnn, backward ? "NVTE_NORM_BWD_USE_CUDNN=1" : "NVTE_NORM_FWD_USE_CUDNN=1"};
+  if (te == 0) {  // set off, as TE reads it: its own kernels (here: the native ones)
+    return {BackendRequest::kNative, backward ? "NVTE_NORM_BWD_USE_CUDNN=0" : "NVTE_NORM_FWD_USE_CUDNN=0"};
   }
   if (!env.invalid.empty()) {
     NORMTUNE_ERROR("NORMTUNE_BACKEND: expected auto, native or cudnn, got '", env.invalid, "'");

@@ -4,8 +4,8 @@
 //     the forward / backward calls for the whole process: true is cuDNN, false the native
 //     kernels (TE's own kernels in TE: never cuDNN, not even where the tuned table names it);
 //   - until one is called, TE's variables NVTE_NORM_FWD_USE_CUDNN / NVTE_NORM_BWD_USE_CUDNN
-//     (1: cuDNN) give it;
-//   - when neither says cuDNN: NORMTUNE_BACKEND=auto|native|cudnn (default auto: what the
+//     give it when set (1: cuDNN; 0, false, off, no: the native kernels);
+//   - when neither is set: NORMTUNE_BACKEND=auto|native|cudnn (default auto: what the
 //     tuned table says for the call's key: a native tuned or general kernel, or cuDNN where a
 //     NORMTUNE_TUNED_CUDNN line names it and cuDNN can run the call).
 // A call that asks for cuDNN gets it or a clear error (cuDNN not built in, libcudnn not

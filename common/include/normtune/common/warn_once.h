@@ -16,6 +16,11 @@ class OnceSet {
     std::lock_guard<std::mutex> lock(mutex_);
     return seen_.insert(id).second;
   }
+  // Whether first_time(id) was called.
+  bool contains(const Id& id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seen_.count(id) != 0;
+  }
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     seen_.clear();

@@ -102,8 +102,9 @@ class Registry {
   // (not instead of) that key's native tuned entry, which runs when the backend cannot.
   void add_tuned_backend(TunedBackendLine line);
   // The line naming another backend for a call's key on `arch`: a decode call's decode line
-  // first, else the line for any row count; nullptr when the table names none (the native
-  // selection stands). A hash lookup: on every call's path under NORMTUNE_BACKEND=auto.
+  // first, else (when the table has no native decode line for the key either) the line for
+  // any row count; nullptr when the table names none (the native selection stands). Hash
+  // lookups: on every call's path under NORMTUNE_BACKEND=auto.
   const TunedBackendLine* tuned_backend(const NormKey& key, ArchFamily arch) const;
   // Every such line, sorted as entries().
   std::vector<const TunedBackendLine*> tuned_backend_lines() const;
