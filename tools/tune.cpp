@@ -321,10 +321,10 @@ void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int m
   const bench::CallWithWorkspace call_one = forward_call(op, one, z_one), call_many = forward_call(op, many, z_many);
   const int calls = 100, graph_reps = std::max(10, opt.reps);
   // Per call at 1 and at 128 rows, summed (each with its own workspace, outside the graph).
-  auto decode_us = [&](const bench::CallWithWorkspace& c1, const bench::CallWithWorkspace& c128) {
-    const bench::Workspace w1(c1, timer.stream()), w128(c128, timer.stream());
-    return timer.time_graph([&](cudaStream_t s) { c1(w1, s); }, calls, graph_reps).median_us +
-           timer.time_graph([&](cudaStream_t s) { c128(w128, s); }, calls, graph_reps).median_us;
+  auto decode_us = [&] {
+    const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
+    return timer.time_graph([&](cudaStream_t s) { call_one(w1, s); }, calls, graph_reps).median_us +
+           timer.time_graph([&](cudaStream_t s) { call_many(w128, s); }, calls, graph_reps).median_us;
   };
   // Both problems' outputs (each run with its outputs poisoned by run_both) against the
   // fp64 reference.
@@ -346,7 +346,7 @@ void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int m
   for (const FwdPlan& plan : forward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster)) {
     set_forward_plan_override(&plan);
     try {
-      timed.emplace_back(decode_us(call_one, call_many), plan);
+      timed.emplace_back(decode_us(), plan);
     } catch (const Error& err) {
       std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
       continue;
@@ -367,17 +367,14 @@ void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int m
   pb.rows = kDecodeMaxRows;
   print_line(op, pb, verified.first, verified.second, dev, opt.date);
   if (opt.race_cudnn && !add && out == bench::ZFormat::kSame) {
-    double cudnn_us = -1;
-    {
-      const bench::BackendScope scope("cudnn");
-      try {
-        run_both();
-        verify();
-        cudnn_us = decode_us(call_one, call_many);
-      } catch (const Error& err) {
-        std::fprintf(stderr, "%s %s %zu decode: cuDNN not timed: %s\n", op.name, pb.dname.c_str(), hidden, err.what());
-      }
-    }
+    // (Both row counts: run_both and decode_us make their own workspaces.)
+    const double cudnn_us = cudnn_time(
+        call_many, timer.stream(), [&](const Run&) { return decode_us(); },
+        [&](const Run&) {
+          run_both();
+          verify();
+        },
+        detail::concat(op.name, " ", pb.dname, " ", hidden, " decode"));
     print_cudnn_line_if_faster(op, pb, verified.second, cudnn_us, dev, opt.date);
   }
 }

@@ -469,17 +469,27 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
   return key;
 }
 
+const KernelEntry* usable_backend_entry(const NormKey& key, Backend backend, const void* args, std::string* why) {
+  const Selection sel = kernel_registry().select_backend(key, backend, args);
+  if (sel.general_candidate == nullptr) {
+    *why = kCudnnBackendBuilt ? detail::concat("it does not implement ", to_string(key),
+                                               " (it runs RMSNorm and LayerNorm forward and backward with z, dx of "
+                                               "x's dtype; not the fused add, not quantized z)")
+                              : std::string("this build of normtune has no cuDNN backend (configure with cuDNN's "
+                                            "frontend headers: NORMTUNE_ENABLE_CUDNN=ON)");
+    return nullptr;
+  }
+  if (sel.entry == nullptr) {
+    *why = detail::concat("it cannot run this call of ", to_string(key), ": ", sel.general_rejection);
+    return nullptr;
+  }
+  return cudnn_library(why) != nullptr ? sel.entry : nullptr;
+}
+
 const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args) {
   if (failed_table_lines().contains(&line)) return nullptr;
-  const Selection sel = kernel_registry().select_backend(key, line.backend, args);
   std::string why;
-  if (sel.general_candidate == nullptr) {
-    why = kCudnnBackendBuilt ? detail::concat("the ", backend_name(line.backend), " backend does not implement it")
-                             : std::string("this build of normtune has no cuDNN backend");
-  } else if (sel.entry == nullptr) {
-    why = detail::concat("the ", backend_name(line.backend), " backend cannot run this call (", sel.general_rejection,
-                         ")");
-  } else if (cudnn_library(&why) != nullptr) {
+  if (const KernelEntry* entry = usable_backend_entry(key, line.backend, args, &why)) {
 #ifdef NORMTUNE_WITH_CUDNN
     set_cudnn_call_source("the tuned table (NORMTUNE_BACKEND=auto)");
 #endif
@@ -491,8 +501,8 @@ const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const Norm
     // with null pointers and fail on the real call, whose native workspace size may then
     // differ from the answer the query gave.
     try {
-      if (sel.entry->workspace_bytes != nullptr) (void)sel.entry->workspace_bytes(args);
-      return sel.entry;
+      if (entry->workspace_bytes != nullptr) (void)entry->workspace_bytes(args);
+      return entry;
     } catch (const Error& err) {
       why = err.what();
       failed_table_lines().first_time(&line);
@@ -523,25 +533,13 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 }
 
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source) {
-  const Selection sel = kernel_registry().select_backend(key, Backend::kCudnn, args);
-  if (sel.general_candidate == nullptr) {
-    NORMTUNE_ERROR(source, " asks for the cuDNN backend, but ",
-                   kCudnnBackendBuilt ? detail::concat("it does not implement ", to_string(key),
-                                                       " (it runs RMSNorm and LayerNorm forward and backward with "
-                                                       "z, dx of x's dtype; not the fused add, not quantized z)")
-                                      : std::string("this build of normtune has no cuDNN backend (configure with "
-                                                    "cuDNN's frontend headers: NORMTUNE_ENABLE_CUDNN=ON)"));
-  }
-  if (sel.entry == nullptr) {
-    NORMTUNE_ERROR(source, " asks for the cuDNN backend, which cannot run this call of ", to_string(key), ": ",
-                   sel.general_rejection);
-  }
   std::string why;
-  if (cudnn_library(&why) == nullptr) NORMTUNE_ERROR(source, " asks for the cuDNN backend: ", why);
+  const KernelEntry* entry = usable_backend_entry(key, Backend::kCudnn, args, &why);
+  if (entry == nullptr) NORMTUNE_ERROR(source, " asks for the cuDNN backend, but ", why);
 #ifdef NORMTUNE_WITH_CUDNN
   set_cudnn_call_source(source);
 #endif
-  return *sel.entry;
+  return *entry;
 }
 
 bool is_size_query(NVTETensor workspace) {

@@ -60,8 +60,14 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 // entry's own check (alignment, an amax of z, ...), libcudnn not found.
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source);
 
+// The `backend` entry that can run the call, or nullptr with *why saying why not ("it does
+// not implement <key> (...)", "this build of normtune has no cuDNN backend (...)", "it cannot
+// run this call of <key>: <the entry's check>", or the library loader's message).
+const KernelEntry* usable_backend_entry(const NormKey& key, Backend backend, const void* args, std::string* why);
+
 // The entry of the backend a tuned line names, when that backend is built, implements the
-// call, accepts its arguments and its library loads; else nullptr, after a warning once per key.
+// call, accepts its arguments, its library loads and its plan builds; else nullptr, after a
+// warning once per line.
 const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args);
 
 // Whether this build has the cuDNN backend's entries (NORMTUNE_ENABLE_CUDNN).

@@ -372,13 +372,23 @@ size_t plan_workspace(const void* a) {
       plan_for(entry_key<kNorm, kW, kI>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->workspace);
 }
 
+// A call's plan (cached) run with its tensors (`pack`; the constant 1 of zero-centered gamma
+// added here), for FwdParams or BwdParams.
+template <typename Params>
+void run_graph(const NormKey& key, const Params& p, std::unordered_map<int64_t, void*>& pack, void* workspace,
+               cudaStream_t stream) {
+  const auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
+  float one = 1.f;
+  if (p.zero_centered_gamma) pack[kUidOne] = &one;
+  execute(key, p.rows, *plan, pack, workspace, stream);
+}
+
 template <NormType kNorm, DType kW, DType kI>
 void forward_run(const void* a, cudaStream_t stream) {
   const FwdArgs& args = *static_cast<const FwdArgs*>(a);
   const FwdParams& p = args.params;
   if (p.rows == 0) return;
-  const auto plan = plan_for(entry_key<kNorm, kW, kI>(Stage::kForward), p.zero_centered_gamma, p.rows, p.hidden);
-  float epsilon = p.epsilon, one = 1.f;
+  float epsilon = p.epsilon;
   std::unordered_map<int64_t, void*> pack = {
       {kUidX, const_cast<void*>(p.x)}, {kUidGamma, const_cast<void*>(p.gamma)}, {kUidEpsilon, &epsilon},
       {kUidZ, p.z},                   {kUidRsigma, p.rsigma}};
@@ -386,8 +396,7 @@ void forward_run(const void* a, cudaStream_t stream) {
     pack[kUidBeta] = const_cast<void*>(p.beta);
     pack[kUidMu] = p.mu;
   }
-  if (p.zero_centered_gamma) pack[kUidOne] = &one;
-  execute(entry_key<kNorm, kW, kI>(Stage::kForward), p.rows, *plan, pack, args.workspace, stream);
+  run_graph(entry_key<kNorm, kW, kI>(Stage::kForward), p, pack, args.workspace, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -400,8 +409,6 @@ void backward_run(const void* a, cudaStream_t stream) {
     if (kNorm == NormType::kLayerNorm) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(p.dbeta, 0, bytes, stream));
     return;
   }
-  const auto plan = plan_for(entry_key<kNorm, kW, kI>(Stage::kBackward), p.zero_centered_gamma, p.rows, p.hidden);
-  float one = 1.f;
   std::unordered_map<int64_t, void*> pack = {
       {kUidDz, const_cast<void*>(p.dz)},
       {kUidX, const_cast<void*>(p.x)},
@@ -413,8 +420,7 @@ void backward_run(const void* a, cudaStream_t stream) {
     pack[kUidMu] = const_cast<float*>(p.mu);
     pack[kUidDbeta] = p.dbeta;
   }
-  if (p.zero_centered_gamma) pack[kUidOne] = &one;
-  execute(entry_key<kNorm, kW, kI>(Stage::kBackward), p.rows, *plan, pack, args.workspace, stream);
+  run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), p, pack, args.workspace, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
