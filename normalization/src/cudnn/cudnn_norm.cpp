@@ -214,12 +214,18 @@ void finish(Plan& plan, cudnnHandle_t h) {
   check(plan.graph.get_workspace_size(plan.workspace), "workspace size");
 }
 
-std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+// An empty graph with x's dtype for input and output, fp32 inside.
+std::shared_ptr<Plan> new_plan(const NormKey& key) {
   auto plan = std::make_shared<Plan>();
-  fe::graph::Graph& g = plan->graph;
-  g.set_io_data_type(fe_type(key.itype))
+  plan->graph.set_io_data_type(fe_type(key.itype))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
+  return plan;
+}
+
+std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+  auto plan = new_plan(key);
+  fe::graph::Graph& g = plan->graph;
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
   auto gamma = weight(g, key, hidden);
   auto epsilon = scalar(g, "epsilon", kUidEpsilon);
@@ -247,11 +253,8 @@ std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hi
 }
 
 std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
-  auto plan = std::make_shared<Plan>();
+  auto plan = new_plan(key);
   fe::graph::Graph& g = plan->graph;
-  g.set_io_data_type(fe_type(key.itype))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
   auto dz = rows_hidden(g, "dz", kUidDz, rows, hidden, key.itype);
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
   auto gamma = weight(g, key, hidden);
