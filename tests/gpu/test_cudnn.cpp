@@ -208,5 +208,64 @@ TEST_F(CudnnGpu, TunedLinesNamingCudnnChooseItUnderAuto) {
   if (checked == 0) GTEST_SKIP() << "no tuned line names cuDNN on this device";
 }
 
+// A key whose tuned line names cuDNN, under auto: a size query made without data (TE's JAX
+// binding: null pointers, which pass cuDNN's alignment check) and the real call with data that
+// cuDNN refuses (x 2 bytes off its 16-byte alignment: the native kernel runs) must get the same
+// answer, and the real call run with exactly it (answered_workspace: the larger of cuDNN's and
+// the native kernels' needs). With aligned data cuDNN runs, with the same answer.
+TEST_F(CudnnGpu, TunedCudnnLinesAnswerOneWorkspaceWhereverTheDataIs) {
+  size_t checked = 0;
+  for (const TunedBackendLine* line : kernel_registry().tuned_backend_lines()) {
+    if (line->arch != current_arch_family() || line->backend != Backend::kCudnn) continue;
+    const NormKey& k = line->key;
+    if (k.stage != Stage::kForward && k.stage != Stage::kBackward) continue;
+    const size_t rows = k.rows == RowClass::kDecode ? 3 : kDecodeMaxRows + 3;
+    const DType o = k.itype;
+    reset_cudnn_norm_switches();  // auto
+    for (const size_t offset : {size_t{0}, size_t{2}}) {
+      const std::vector<size_t> rh{rows, k.hidden_size}, h{k.hidden_size}, r{rows};
+      TensorHandle x(nullptr, rh, k.itype), z(nullptr, rh, o), g(nullptr, h, k.wtype), b(nullptr, h, k.wtype),
+          dz(nullptr, rh, k.itype), dx(nullptr, rh, k.itype), dg(nullptr, h, k.wtype), db(nullptr, h, k.wtype),
+          mu(nullptr, r, DType::kFloat32), rs(nullptr, r, DType::kFloat32);
+      TensorHandle without_data, with_data;
+      const bool ln = k.norm == NormType::kLayerNorm;
+      KernelChoice ran;
+      if (k.stage == Stage::kForward) {
+        FwdCase c = case_of<FwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 17);
+        c.x_offset = offset;
+        SCOPED_TRACE(line->name + " " + c.describe());
+        if (ln) {
+          nvte_layernorm_fwd(x, g, b, 1e-5f, z, mu, rs, without_data, 0, false, nullptr);
+        } else {
+          nvte_rmsnorm_fwd(x, g, 1e-5f, z, rs, without_data, 0, false, nullptr);
+        }
+        const FwdProblem p(c);
+        p.call(with_data.get());
+        EXPECT_EQ(answered_workspace_bytes(without_data), answered_workspace_bytes(with_data));
+        check_workspace_protocol(p);
+        ran = run_fwd(c).kernel;
+      } else {
+        BwdCase c = case_of<BwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 19);
+        c.x_offset = offset;
+        SCOPED_TRACE(line->name + " " + c.describe());
+        if (ln) {
+          nvte_layernorm_bwd(dz, x, mu, rs, g, dx, dg, db, without_data, 0, false, nullptr);
+        } else {
+          nvte_rmsnorm_bwd(dz, x, rs, g, dx, dg, without_data, 0, false, nullptr);
+        }
+        const BwdProblem p(c);
+        p.call(with_data.get());
+        EXPECT_EQ(answered_workspace_bytes(without_data), answered_workspace_bytes(with_data));
+        check_workspace_protocol(p);
+        ran = run_bwd(c).kernel;
+      }
+      EXPECT_EQ(ran.backend, offset == 0 ? "cudnn" : "native") << ran.name;
+      if (HasFailure()) return;
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no tuned line names cuDNN on this device";
+}
+
 }  // namespace
 }  // namespace normtune::test
