@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -178,6 +179,53 @@ TEST_F(CudnnGpu, EightThreadsAtOnce) {
   c.hidden = 1536;
   c.rows = 33;
   run_fwd(c);
+}
+
+// Two streams of one thread: forward and backward calls routed to cuDNN, issued alternately on
+// two non-blocking streams (each problem with its own buffers and workspace, so they may
+// overlap on the device), then checked: every result against the fp64 reference. The device
+// handle is re-bound to each call's stream (cudnnSetStream under its lock), so a call's graph
+// runs on its own stream, after the work queued there before it.
+TEST_F(CudnnGpu, TwoStreamsOfOneThread) {
+  cudaStream_t streams[2];
+  for (cudaStream_t& s : streams) NORMTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<std::unique_ptr<FwdProblem>> fwd;
+  std::vector<std::unique_ptr<BwdProblem>> bwd;
+  for (int i = 0; i < 4; ++i) {
+    const NormType norm = i % 2 == 0 ? NormType::kRMSNorm : NormType::kLayerNorm;
+    fwd.push_back(std::make_unique<FwdProblem>(
+        case_of<FwdCase>(norm, DType::kBFloat16, DType::kBFloat16, 64 + 16 * i, 1024 + 1024 * i, 300 + i)));
+    bwd.push_back(std::make_unique<BwdProblem>(
+        case_of<BwdCase>(norm, DType::kFloat32, DType::kBFloat16, 48 + 16 * i, 2048 + 512 * i, 400 + i)));
+  }
+  // Each problem's workspace, sized by its query (on the default stream: no work).
+  auto workspace_for = [](const auto& p) {
+    TensorHandle query;
+    p.call(query.get());
+    return std::make_unique<DeviceBuffer>(answered_workspace_bytes(query));
+  };
+  std::vector<std::unique_ptr<DeviceBuffer>> fwd_ws, bwd_ws;
+  for (const auto& p : fwd) fwd_ws.push_back(workspace_for(*p));
+  for (const auto& p : bwd) bwd_ws.push_back(workspace_for(*p));
+  for (size_t i = 0; i < fwd.size(); ++i) {
+    cudaStream_t s = streams[i % 2];
+    TensorHandle fws(fwd_ws[i]->get(), {fwd_ws[i]->bytes()}, DType::kByte);
+    fwd[i]->call(fws.get(), s);
+    EXPECT_TRUE(ran_cudnn(last_kernel())) << last_kernel().name;
+    TensorHandle bws(bwd_ws[i]->get(), {bwd_ws[i]->bytes()}, DType::kByte);
+    bwd[i]->call(bws.get(), streams[(i + 1) % 2]);
+    EXPECT_TRUE(ran_cudnn(last_kernel())) << last_kernel().name;
+  }
+  for (cudaStream_t s : streams) NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (const auto& p : fwd) {
+    SCOPED_TRACE(p->params().describe());
+    p->check(p->outputs());
+  }
+  for (const auto& p : bwd) {
+    SCOPED_TRACE(p->params().describe());
+    p->check(p->outputs());
+  }
+  for (cudaStream_t s : streams) NORMTUNE_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // Under NORMTUNE_BACKEND=auto (TransformerEngine's switches untouched), a key whose tuned line
