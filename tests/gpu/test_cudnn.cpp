@@ -96,6 +96,46 @@ TEST_F(CudnnGpu, BackwardMatchesTheReference) {
   run_every_case<BwdCase>([](const BwdCase& c) { return run_bwd(c); });
 }
 
+// A per-tensor FP8 z through cuDNN's graph (the norm, a multiply by the scale, an AMAX
+// reduction) and the finishing step: codes within a code of value x scale, amax the max
+// |value|, scale_inv exactly 1 / scale (FwdProblem::check, as for the native kernels), for
+// both norms, e4m3 and e5m2, the type pairs the native kernels take it with, zero-centered
+// gamma or not. Then, with z's amax not zeroed, a second call keeps the max (as the native
+// kernels do), and the native and cuDNN codes are checked against the same reference.
+TEST_F(CudnnGpu, Fp8ForwardMatchesTheReference) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (DType o : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+        for (size_t hidden : {size_t{1024}, size_t{7168}}) {
+          for (size_t rows : {size_t{1}, size_t{37}}) {
+            for (bool zc : {false, true}) {
+              FwdCase c = case_of<FwdCase>(norm, t, t, rows, hidden, static_cast<uint32_t>(hidden + rows + 3));
+              c.otype = o;
+              c.zero_centered_gamma = zc;
+              SCOPED_TRACE(c.describe());
+              const FwdResult r = run_fwd(c);
+              EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
+              EXPECT_THAT(r.kernel.name, HasSubstr(dtype_name(o)));
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+  // amax is folded with a max: a second call without zeroing it keeps the larger value.
+  FwdCase c = case_of<FwdCase>(NormType::kRMSNorm, DType::kBFloat16, DType::kBFloat16, 37, 4096, 5);
+  c.otype = DType::kFloat8E4M3;
+  const FwdProblem p(c);
+  call_with_workspace([&](NVTETensor ws) { p.call(ws); });
+  const FwdResult first = p.outputs();
+  p.check(first);
+  call_with_workspace([&](NVTETensor ws) { p.call(ws); });
+  const FwdResult second = p.outputs();
+  EXPECT_TRUE(same_bits(second.amax, first.amax, "amax after a second call"));
+  EXPECT_TRUE(same_bits(second.z, first.z, "z run to run"));
+}
+
 TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
   FwdCase c;
   c.hidden = 2048;

@@ -478,7 +478,8 @@ const KernelEntry* usable_backend_entry(const NormKey& key, Backend backend, con
   if (sel.general_candidate == nullptr) {
     *why = kCudnnBackendBuilt ? detail::concat("it does not implement ", to_string(key),
                                                " (it runs RMSNorm and LayerNorm forward and backward with z, dx of "
-                                               "x's dtype; not the fused add, not quantized z)")
+                                               "x's dtype, and the forward with a per-tensor FP8 z; not the fused "
+                                               "add, not block-scaled z)")
                               : std::string("this build of normtune has no cuDNN backend (configure with cuDNN's "
                                             "frontend headers: NORMTUNE_ENABLE_CUDNN=ON)");
     return nullptr;

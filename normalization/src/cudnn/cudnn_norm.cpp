@@ -1,7 +1,8 @@
 // The cuDNN backend: RMSNorm and LayerNorm forward (training: z, rsigma, and mu for
 // LayerNorm) and backward (dx, dgamma, and dbeta for LayerNorm) as cudnn-frontend graphs,
 // registered as Backend::kCudnn entries of every (wtype, itype) the native kernels take with
-// z (dx) of x's type. Built only with cuDNN's frontend headers (NORMTUNE_ENABLE_CUDNN);
+// z (dx) of x's type, and the forward with a per-tensor FP8 z where the native kernels take
+// it (fp8_finish.cu). Built only with cuDNN's frontend headers (NORMTUNE_ENABLE_CUDNN);
 // libcudnn is opened at run time (cudnn_library.h) and reached through the frontend's
 // dynamic-loading shim, so libnormtune.so does not link it.
 //
@@ -15,6 +16,14 @@
 // with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
 // mu, rsigma [rows, 1, 1, 1] fp32. Zero-centered gamma: gamma + 1 by a pointwise add in fp32
 // before the norm (the native kernels add in fp32 too).
+//
+// Per-tensor FP8 z (TransformerEngine's cuDNN graph for delayed scaling, with the native
+// kernels' meaning): the norm's output stays in fp32 inside the graph; z = fp8(value * scale)
+// by a pointwise multiply with the scale tensor [1, 1, 1, 1]; an AMAX reduction of the values
+// into an fp32 slot after cuDNN's workspace (the size query answers both). Then one small
+// kernel (fp8_finish.cu) folds that amax into z's amax with a max, as the native kernels do
+// (a caller that does not zero it keeps the max over calls, and a NaN value is ignored there),
+// and writes scale_inv = 1 / scale, an IEEE division as the native kernels'.
 #include "cudnn/cudnn_norm.h"
 
 #include <cuda_runtime.h>
@@ -35,6 +44,7 @@
 #include <normtune/normtune.h>
 
 #include "cudnn/cudnn_library.h"
+#include "cudnn/fp8_finish.h"
 #include "cudnn/plan_cache.h"
 #include "kernels/norm_bwd_args.h"
 #include "kernels/norm_fwd_args.h"
@@ -64,13 +74,23 @@ enum Uid : int64_t {
   kUidDx,
   kUidDgamma,
   kUidDbeta,
+  kUidScale,
+  kUidAmax,
 };
+
+// The fp32 amax slot of a per-tensor FP8 plan, after cuDNN's workspace.
+constexpr size_t kAmaxSlotAlign = 16;
+size_t amax_slot_offset(int64_t cudnn_workspace) {
+  return (static_cast<size_t>(cudnn_workspace) + kAmaxSlotAlign - 1) / kAmaxSlotAlign * kAmaxSlotAlign;
+}
 
 fe::DataType_t fe_type(DType t) {
   switch (t) {
     case DType::kFloat32: return fe::DataType_t::FLOAT;
     case DType::kFloat16: return fe::DataType_t::HALF;
     case DType::kBFloat16: return fe::DataType_t::BFLOAT16;
+    case DType::kFloat8E4M3: return fe::DataType_t::FP8_E4M3;
+    case DType::kFloat8E5M2: return fe::DataType_t::FP8_E5M2;
     default: break;
   }
   NORMTUNE_ERROR("internal: no cuDNN data type for ", dtype_name(t));
@@ -135,7 +155,10 @@ struct PlanKeyHash {
 
 struct Plan {
   fe::graph::Graph graph;
-  int64_t workspace = 0;
+  int64_t workspace = 0;  // cuDNN's
+  bool fp8 = false;       // a per-tensor FP8 z: the amax slot after cuDNN's workspace
+  // What the size query answers and the call brings.
+  size_t call_workspace() const { return fp8 ? amax_slot_offset(workspace) + sizeof(float) : static_cast<size_t>(workspace); }
 };
 
 size_t cache_capacity() {
@@ -223,6 +246,35 @@ std::shared_ptr<Plan> new_plan(const NormKey& key) {
   return plan;
 }
 
+// z of the forward graph: the norm's output `z` written in z's dtype, or (per-tensor FP8)
+// kept in fp32, multiplied by the scale into the FP8 z, and reduced to its amax.
+void forward_output(fe::graph::Graph& g, const NormKey& key, Plan& plan,
+                    const std::shared_ptr<fe::graph::Tensor_attributes>& z) {
+  if (!is_fp8(key.otype)) {
+    z->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+    return;
+  }
+  plan.fp8 = true;
+  z->set_data_type(fe::DataType_t::FLOAT);
+  auto scale = g.tensor(fe::graph::Tensor_attributes()
+                            .set_name("scale")
+                            .set_uid(kUidScale)
+                            .set_dim({1, 1, 1, 1})
+                            .set_stride({1, 1, 1, 1})
+                            .set_data_type(fe::DataType_t::FLOAT));
+  auto scaled = g.pointwise(z, scale,
+                            fe::graph::Pointwise_attributes()
+                                .set_name("z_times_scale")
+                                .set_mode(fe::PointwiseMode_t::MUL)
+                                .set_compute_data_type(fe::DataType_t::FLOAT));
+  scaled->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+  auto amax = g.reduction(z, fe::graph::Reduction_attributes()
+                                 .set_name("amax")
+                                 .set_mode(fe::ReductionMode_t::AMAX)
+                                 .set_compute_data_type(fe::DataType_t::FLOAT));
+  amax->set_output(true).set_uid(kUidAmax).set_data_type(fe::DataType_t::FLOAT).set_dim({1, 1, 1, 1});
+}
+
 std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
   auto plan = new_plan(key);
   fe::graph::Graph& g = plan->graph;
@@ -235,7 +287,7 @@ std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hi
                      .set_epsilon(epsilon)
                      .set_compute_data_type(fe::DataType_t::FLOAT);
     auto [z, rsigma] = g.rmsnorm(x, gamma, attrs);
-    z->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+    forward_output(g, key, *plan, z);
     rsigma->set_output(true).set_uid(kUidRsigma).set_data_type(fe::DataType_t::FLOAT);
   } else {
     auto beta = per_column(g, "beta", kUidBeta, hidden, key.wtype);
@@ -244,7 +296,7 @@ std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hi
                      .set_epsilon(epsilon)
                      .set_compute_data_type(fe::DataType_t::FLOAT);
     auto [z, mu, rsigma] = g.layernorm(x, gamma, beta, attrs);
-    z->set_output(true).set_uid(kUidZ).set_data_type(fe_type(key.otype));
+    forward_output(g, key, *plan, z);
     mu->set_output(true).set_uid(kUidMu).set_data_type(fe::DataType_t::FLOAT);
     rsigma->set_output(true).set_uid(kUidRsigma).set_data_type(fe::DataType_t::FLOAT);
   }
@@ -340,14 +392,16 @@ void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<in
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // ---- the entries' functions ------------------------------------------------------------
-template <NormType kNorm, DType kW, DType kI>
+template <NormType kNorm, DType kW, DType kI, DType kO = kI>
 constexpr NormKey entry_key(Stage stage) {
-  return make_key(kNorm, stage, kW, kI, kI, kAnyHiddenSize, ScalingMode::kNone, false);
+  return make_key(kNorm, stage, kW, kI, kO, kAnyHiddenSize, ScalingMode::kNone, false);
 }
 
+// kFp8: the entry of a per-tensor FP8 z (its amax is computed; a high-precision z's is not).
+template <bool kFp8>
 const char* forward_rejection(const void* a) {
   const FwdParams& p = static_cast<const FwdArgs*>(a)->params;
-  if (p.amax != nullptr) return "it does not compute z's amax";
+  if (!kFp8 && p.amax != nullptr) return "it does not compute the amax of a high-precision z";
   if (!aligned16(p.x) || !aligned16(p.gamma) || !aligned16(p.beta) || !aligned16(p.z) || !aligned16(p.mu) ||
       !aligned16(p.rsigma)) {
     return "its graphs take x, gamma, beta, z, mu and rsigma at 16-byte aligned addresses";
@@ -366,27 +420,29 @@ const char* backward_rejection(const void* a) {
 }
 
 // The workspace of a call's plan (FwdArgs or BwdArgs): built here, by the size query.
-template <NormType kNorm, DType kW, DType kI, typename Args>
+template <NormType kNorm, DType kW, DType kI, DType kO, typename Args>
 size_t plan_workspace(const void* a) {
   const auto& p = static_cast<const Args*>(a)->params;
   if (p.rows == 0) return 0;
   constexpr Stage kStage = std::is_same_v<Args, BwdArgs> ? Stage::kBackward : Stage::kForward;
-  return static_cast<size_t>(
-      plan_for(entry_key<kNorm, kW, kI>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->workspace);
+  return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->call_workspace();
 }
 
 // A call's plan (cached) run with its tensors (`pack`; the constant 1 of zero-centered gamma
-// added here), for FwdParams or BwdParams.
+// added here, and a per-tensor FP8 plan's amax slot in the workspace), for FwdParams or
+// BwdParams. Returns the plan.
 template <typename Params>
-void run_graph(const NormKey& key, const Params& p, std::unordered_map<int64_t, void*>& pack, void* workspace,
-               cudaStream_t stream) {
-  const auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
+std::shared_ptr<Plan> run_graph(const NormKey& key, const Params& p, std::unordered_map<int64_t, void*>& pack,
+                                void* workspace, cudaStream_t stream) {
+  auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
   float one = 1.f;
   if (p.zero_centered_gamma) pack[kUidOne] = &one;
+  if (plan->fp8) pack[kUidAmax] = static_cast<char*>(workspace) + amax_slot_offset(plan->workspace);
   execute(key, p.rows, *plan, pack, workspace, stream);
+  return plan;
 }
 
-template <NormType kNorm, DType kW, DType kI>
+template <NormType kNorm, DType kW, DType kI, DType kO>
 void forward_run(const void* a, cudaStream_t stream) {
   const FwdArgs& args = *static_cast<const FwdArgs*>(a);
   const FwdParams& p = args.params;
@@ -399,7 +455,13 @@ void forward_run(const void* a, cudaStream_t stream) {
     pack[kUidBeta] = const_cast<void*>(p.beta);
     pack[kUidMu] = p.mu;
   }
-  run_graph(entry_key<kNorm, kW, kI>(Stage::kForward), p, pack, args.workspace, stream);
+  if constexpr (is_fp8(kO)) pack[kUidScale] = const_cast<float*>(p.scale);
+  const auto plan = run_graph(entry_key<kNorm, kW, kI, kO>(Stage::kForward), p, pack, args.workspace, stream);
+  if constexpr (is_fp8(kO)) {
+    const auto* slot = reinterpret_cast<const float*>(static_cast<const char*>(args.workspace) +
+                                                      amax_slot_offset(plan->workspace));
+    launch_fp8_finish(slot, p.amax, p.scale, p.scale_inv, stream);
+  }
 }
 
 template <NormType kNorm, DType kW, DType kI>
@@ -423,37 +485,50 @@ void backward_run(const void* a, cudaStream_t stream) {
     pack[kUidMu] = const_cast<float*>(p.mu);
     pack[kUidDbeta] = p.dbeta;
   }
-  run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), p, pack, args.workspace, stream);
+  (void)run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), p, pack, args.workspace, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
 void add_entries(Registry& registry, std::span<const TypeCombo> fwd, std::span<const TypeCombo> bwd) {
-  auto listed = [](std::span<const TypeCombo> list) {
+  auto listed = [](std::span<const TypeCombo> list, DType otype) {
     for (const TypeCombo& c : list) {
-      if (c.wtype == kW && c.itype == kI && c.otype == kI && c.scaling == ScalingMode::kNone) return true;
+      if (c.wtype == kW && c.itype == kI && c.otype == otype && c.scaling == ScalingMode::kNone) return true;
     }
     return false;
   };
   const std::string types = detail::concat(dtype_name(kW), "_", dtype_name(kI));
   const char* norm = kNorm == NormType::kRMSNorm ? "rmsnorm" : "layernorm";
-  auto add = [&](Stage stage, const char* what, CanImplementFn can, RunFn run, WorkspaceFn workspace) {
+  auto add = [&](const NormKey& key, const std::string& name, const char* what, CanImplementFn can, RunFn run,
+                 WorkspaceFn workspace) {
     KernelEntry e;
-    e.key = entry_key<kNorm, kW, kI>(stage);
+    e.key = key;
     e.backend = Backend::kCudnn;
-    e.name = detail::concat(norm, is_backward(stage) ? "_bwd_" : "_fwd_", types, "_cudnn");
+    e.name = name;
     e.config = detail::concat("cudnn-frontend graph (", what, "), one plan per rows x hidden");
     e.can_implement = can;
     e.run = run;
     e.workspace_bytes = workspace;
     registry.add_backend(std::move(e));
   };
-  if (listed(fwd)) {
-    add(Stage::kForward, "training: z, rsigma, mu", forward_rejection, forward_run<kNorm, kW, kI>,
-        plan_workspace<kNorm, kW, kI, FwdArgs>);
+  if (listed(fwd, kI)) {
+    add(entry_key<kNorm, kW, kI>(Stage::kForward), detail::concat(norm, "_fwd_", types, "_cudnn"),
+        "training: z, rsigma, mu", forward_rejection<false>, forward_run<kNorm, kW, kI, kI>,
+        plan_workspace<kNorm, kW, kI, kI, FwdArgs>);
   }
-  if (listed(bwd)) {
-    add(Stage::kBackward, "dx, dgamma, dbeta", backward_rejection, backward_run<kNorm, kW, kI>,
-        plan_workspace<kNorm, kW, kI, BwdArgs>);
+  // Per-tensor FP8 z, where the native kernels take it.
+  auto add_fp8 = [&](auto otype_tag) {
+    constexpr DType kO = decltype(otype_tag)::value;
+    if (!listed(fwd, kO)) return;
+    add(entry_key<kNorm, kW, kI, kO>(Stage::kForward), detail::concat(norm, "_fwd_", types, "_", dtype_name(kO), "_cudnn"),
+        "training: FP8 z = fp8(value x scale), its amax and scale_inv, rsigma, mu", forward_rejection<true>,
+        forward_run<kNorm, kW, kI, kO>, plan_workspace<kNorm, kW, kI, kO, FwdArgs>);
+  };
+  add_fp8(std::integral_constant<DType, DType::kFloat8E4M3>{});
+  add_fp8(std::integral_constant<DType, DType::kFloat8E5M2>{});
+  if (listed(bwd, kI)) {
+    add(entry_key<kNorm, kW, kI>(Stage::kBackward), detail::concat(norm, "_bwd_", types, "_cudnn"),
+        "dx, dgamma, dbeta", backward_rejection, backward_run<kNorm, kW, kI>,
+        plan_workspace<kNorm, kW, kI, kI, BwdArgs>);
   }
 }
 
