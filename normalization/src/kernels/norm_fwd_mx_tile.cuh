@@ -117,7 +117,6 @@ template <typename Traits, typename Fetch>
 __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0, int v_begin, int v_end,
                                                MxTileSmem<Traits>& s, Fetch fetch) {
   using W = typename Traits::Weight;
-  using I = typename Traits::Input;
   using O = typename Traits::Output;
   using F = MxTileFormat<Traits>;
   using Quant = BlockQuantizer<Traits>;
@@ -198,7 +197,6 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
 #pragma unroll
     for (int k = 0; k < kVec; ++k) s.col_max[group][k][lane] = cmax[k];
     __syncthreads();
-#pragma unroll
     for (int q = group; q < F::kColBlocks * kVec; q += kMxTileGroups) {
       const int b = q / kVec, k = q % kVec;
       float m = s.col_max[b * F::kGroupsPerColBlock][k][lane];
@@ -250,7 +248,6 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
       uint8_t* zc = static_cast<uint8_t*>(p.z_colwise);
       const int64_t col_end = static_cast<int64_t>(v_end) * kVec, col_begin = static_cast<int64_t>(v0) * kVec;
       const int64_t half_rows = p.rows / 2;  // bytes per column of z
-#pragma unroll
       for (int q = static_cast<int>(threadIdx.x); q < F::kColBlocks * F::kChunkCols; q += kMxTileThreads) {
         const int cc = q % F::kChunkCols, b = q / F::kChunkCols;
         const int64_t c = col_begin + cc, r = row0 + b * F::kBlock;
