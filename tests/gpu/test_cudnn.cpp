@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -180,6 +181,53 @@ TEST_F(CudnnGpu, EightThreadsAtOnce) {
   run_fwd(c);
 }
 
+// Two streams of one thread: forward and backward calls routed to cuDNN, issued alternately on
+// two non-blocking streams (each problem with its own buffers and workspace, so they may
+// overlap on the device), then checked: every result against the fp64 reference. The device
+// handle is re-bound to each call's stream (cudnnSetStream under its lock), so a call's graph
+// runs on its own stream, after the work queued there before it.
+TEST_F(CudnnGpu, TwoStreamsOfOneThread) {
+  cudaStream_t streams[2];
+  for (cudaStream_t& s : streams) NORMTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<std::unique_ptr<FwdProblem>> fwd;
+  std::vector<std::unique_ptr<BwdProblem>> bwd;
+  for (int i = 0; i < 4; ++i) {
+    const NormType norm = i % 2 == 0 ? NormType::kRMSNorm : NormType::kLayerNorm;
+    fwd.push_back(std::make_unique<FwdProblem>(
+        case_of<FwdCase>(norm, DType::kBFloat16, DType::kBFloat16, 64 + 16 * i, 1024 + 1024 * i, 300 + i)));
+    bwd.push_back(std::make_unique<BwdProblem>(
+        case_of<BwdCase>(norm, DType::kFloat32, DType::kBFloat16, 48 + 16 * i, 2048 + 512 * i, 400 + i)));
+  }
+  // Each problem's workspace, sized by its query (on the default stream: no work).
+  auto workspace_for = [](const auto& p) {
+    TensorHandle query;
+    p.call(query.get());
+    return std::make_unique<DeviceBuffer>(answered_workspace_bytes(query));
+  };
+  std::vector<std::unique_ptr<DeviceBuffer>> fwd_ws, bwd_ws;
+  for (const auto& p : fwd) fwd_ws.push_back(workspace_for(*p));
+  for (const auto& p : bwd) bwd_ws.push_back(workspace_for(*p));
+  for (size_t i = 0; i < fwd.size(); ++i) {
+    cudaStream_t s = streams[i % 2];
+    TensorHandle fws(fwd_ws[i]->get(), {fwd_ws[i]->bytes()}, DType::kByte);
+    fwd[i]->call(fws.get(), s);
+    EXPECT_TRUE(ran_cudnn(last_kernel())) << last_kernel().name;
+    TensorHandle bws(bwd_ws[i]->get(), {bwd_ws[i]->bytes()}, DType::kByte);
+    bwd[i]->call(bws.get(), streams[(i + 1) % 2]);
+    EXPECT_TRUE(ran_cudnn(last_kernel())) << last_kernel().name;
+  }
+  for (cudaStream_t s : streams) NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (const auto& p : fwd) {
+    SCOPED_TRACE(p->params().describe());
+    p->check(p->outputs());
+  }
+  for (const auto& p : bwd) {
+    SCOPED_TRACE(p->params().describe());
+    p->check(p->outputs());
+  }
+  for (cudaStream_t s : streams) NORMTUNE_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 // Under NORMTUNE_BACKEND=auto (TransformerEngine's switches untouched), a key whose tuned line
 // names cuDNN runs cuDNN's plan, reported as tuned, with the reference's results; with TE's
 // switch off (nvte_enable_cudnn_norm_fwd/bwd(false)) the same call runs a native kernel.
@@ -203,6 +251,65 @@ TEST_F(CudnnGpu, TunedLinesNamingCudnnChooseItUnderAuto) {
     nvte_enable_cudnn_norm_bwd(false);
     const KernelChoice native = run();
     EXPECT_EQ(native.backend, "native") << native.name;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no tuned line names cuDNN on this device";
+}
+
+// A key whose tuned line names cuDNN, under auto: a size query made without data (TE's JAX
+// binding: null pointers, which pass cuDNN's alignment check) and the real call with data that
+// cuDNN refuses (x 2 bytes off its 16-byte alignment: the native kernel runs) must get the same
+// answer, and the real call run with exactly it (answered_workspace: the larger of cuDNN's and
+// the native kernels' needs). With aligned data cuDNN runs, with the same answer.
+TEST_F(CudnnGpu, TunedCudnnLinesAnswerOneWorkspaceWhereverTheDataIs) {
+  size_t checked = 0;
+  for (const TunedBackendLine* line : kernel_registry().tuned_backend_lines()) {
+    if (line->arch != current_arch_family() || line->backend != Backend::kCudnn) continue;
+    const NormKey& k = line->key;
+    if (k.stage != Stage::kForward && k.stage != Stage::kBackward) continue;
+    const size_t rows = k.rows == RowClass::kDecode ? 3 : kDecodeMaxRows + 3;
+    const DType o = k.itype;
+    reset_cudnn_norm_switches();  // auto
+    for (const size_t offset : {size_t{0}, size_t{2}}) {
+      const std::vector<size_t> rh{rows, k.hidden_size}, h{k.hidden_size}, r{rows};
+      TensorHandle x(nullptr, rh, k.itype), z(nullptr, rh, o), g(nullptr, h, k.wtype), b(nullptr, h, k.wtype),
+          dz(nullptr, rh, k.itype), dx(nullptr, rh, k.itype), dg(nullptr, h, k.wtype), db(nullptr, h, k.wtype),
+          mu(nullptr, r, DType::kFloat32), rs(nullptr, r, DType::kFloat32);
+      TensorHandle without_data, with_data;
+      const bool ln = k.norm == NormType::kLayerNorm;
+      KernelChoice ran;
+      if (k.stage == Stage::kForward) {
+        FwdCase c = case_of<FwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 17);
+        c.x_offset = offset;
+        SCOPED_TRACE(line->name + " " + c.describe());
+        if (ln) {
+          nvte_layernorm_fwd(x, g, b, 1e-5f, z, mu, rs, without_data, 0, false, nullptr);
+        } else {
+          nvte_rmsnorm_fwd(x, g, 1e-5f, z, rs, without_data, 0, false, nullptr);
+        }
+        const FwdProblem p(c);
+        p.call(with_data.get());
+        EXPECT_EQ(answered_workspace_bytes(without_data), answered_workspace_bytes(with_data));
+        check_workspace_protocol(p);
+        ran = run_fwd(c).kernel;
+      } else {
+        BwdCase c = case_of<BwdCase>(k.norm, k.wtype, k.itype, rows, k.hidden_size, k.hidden_size + 19);
+        c.x_offset = offset;
+        SCOPED_TRACE(line->name + " " + c.describe());
+        if (ln) {
+          nvte_layernorm_bwd(dz, x, mu, rs, g, dx, dg, db, without_data, 0, false, nullptr);
+        } else {
+          nvte_rmsnorm_bwd(dz, x, rs, g, dx, dg, without_data, 0, false, nullptr);
+        }
+        const BwdProblem p(c);
+        p.call(with_data.get());
+        EXPECT_EQ(answered_workspace_bytes(without_data), answered_workspace_bytes(with_data));
+        check_workspace_protocol(p);
+        ran = run_bwd(c).kernel;
+      }
+      EXPECT_EQ(ran.backend, offset == 0 ? "cudnn" : "native") << ran.name;
+      if (HasFailure()) return;
+    }
     ++checked;
   }
   if (checked == 0) GTEST_SKIP() << "no tuned line names cuDNN on this device";

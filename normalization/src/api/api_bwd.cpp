@@ -98,9 +98,11 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   // With a plan override (the autotuner), the general kernel runs with that layout.
   const bool general_only = backward_plan_override() != nullptr;
   const KernelEntry& entry = select_kernel(key, &args, general_only);
-  const size_t bytes = entry.backend == Backend::kNative ? workspace_bound(key, args, general_only)
-                       : entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args)
-                                                          : 0;
+  const size_t own = entry.backend == Backend::kNative ? workspace_bound(key, args, general_only)
+                     : entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args)
+                                                        : 0;
+  const size_t bytes =
+      answered_workspace(key, &args, own, [&] { return workspace_bound(key, args, general_only); });
   if (workspace_protocol(workspace, bytes)) return;
   args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
   run_kernel(entry, &args, stream);

@@ -1,6 +1,7 @@
 #include "api/api_common.h"
 #include "kernels/block_scale.h"
 
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ namespace {
 thread_local const KernelEntry* t_last_kernel = nullptr;
 thread_local bool t_last_kernel_from_table = false;  // another backend, named by a tuned line
 thread_local bool t_selected_from_table = false;     // the same, for the call being selected
+// The tuned line naming another backend that select_kernel considered for the call being
+// selected (whether its backend runs the call or not; null: none, or one whose plan failed).
+thread_local const TunedBackendLine* t_table_line = nullptr;
 
 // Tuned lines naming a backend that could not run a call here (reported once each), and
 // those whose backend failed to build a plan (not tried again in this process).
@@ -543,10 +547,9 @@ const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const Norm
     // The plan is built here (then cached: the size query and the call find it), so that a
     // graph cuDNN cannot build for this call (zero-centered gamma before cuDNN 9.7, a shape
     // its heuristics do not cover) leaves the call to the native kernel, as the table's
-    // choice must never make a call fail. Known gap: the cuDNN entry's checks that look at
-    // the data (16-byte alignment, an amax of z, dx over dz) can pass on a size query made
-    // with null pointers and fail on the real call, whose native workspace size may then
-    // differ from the answer the query gave.
+    // choice must never make a call fail. (The cuDNN entry's checks that look at the data,
+    // 16-byte alignment, dx over dz, can pass on a size query made with null pointers and
+    // fail on the real call: answered_workspace gives both calls the same size.)
     try {
       if (entry->workspace_bytes != nullptr) (void)entry->workspace_bytes(args);
       return entry;
@@ -564,19 +567,40 @@ const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const Norm
 
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only) {
   t_selected_from_table = false;
+  t_table_line = nullptr;
   if (general_only) return kernel_registry().get_kernel(key.general(), ArchFamily::kAny, args);
   const BackendChoice choice = backend_choice(is_backward(key.stage));
   if (choice.request == BackendRequest::kCudnn) return cudnn_kernel(key, args, choice.source);
   const ArchFamily arch = current_arch_family();
   if (choice.request == BackendRequest::kAuto) {
     if (const TunedBackendLine* line = kernel_registry().tuned_backend(key, arch)) {
-      if (const KernelEntry* e = table_backend_kernel(*line, key, args)) {
+      const KernelEntry* e = table_backend_kernel(*line, key, args);
+      if (!failed_table_lines().contains(line)) t_table_line = line;
+      if (e != nullptr) {
         t_selected_from_table = true;
         return *e;
       }
     }
   }
   return kernel_registry().get_kernel(key, arch, args);
+}
+
+size_t answered_workspace(const NormKey& key, const void* args, size_t own, const std::function<size_t()>& native) {
+  const TunedBackendLine* line = t_table_line;
+  if (line == nullptr) return own;
+  // The line's backend's need for the key and row count (its plan's: the data is not looked
+  // at), 0 where it has none for the key or cannot say (library missing: then neither call
+  // runs it).
+  size_t backend = 0;
+  if (const KernelEntry* e = kernel_registry().select_backend(key, line->backend, args).general_candidate;
+      e != nullptr && e->workspace_bytes != nullptr) {
+    try {
+      backend = e->workspace_bytes(args);
+    } catch (const Error&) {
+      backend = 0;
+    }
+  }
+  return std::max({own, backend, native()});
 }
 
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source) {

@@ -5,13 +5,15 @@
 //   3. unless it is the size query, check_call_data: pointers present and aligned, no output
 //      overlapping another argument or the workspace (except the spec's in-place aliases);
 //   4. select_kernel, before the workspace is sized;
-//   5. workspace_protocol: TransformerEngine's two-call protocol with the entry's size;
+//   5. answered_workspace, then workspace_protocol: TransformerEngine's two-call protocol
+//      with that size;
 //   6. run_kernel.
 // Every message names the argument, what was expected and what was given.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include <normtune/common/error.h>
@@ -55,6 +57,15 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
 // kernel's layouts).
 const KernelEntry& select_kernel(const NormKey& key, const void* args, bool general_only = false);
 
+// Step 5a: the workspace size a call is answered (the size query) and must bring (the real
+// call): `own`, what the selected entry needs; but for a key whose tuned table line names
+// another backend (select_kernel considered it for this call), the largest of `own`, that
+// backend's need and native() (the native kernels' need), whichever of the two runs. The
+// line's backend checks the call's data (16-byte alignment, dx over dz), which a size query
+// made with null pointers may pass and the real call not (or the other way round): both
+// calls must get the same answer. A kernel uses only its own part of a larger workspace.
+size_t answered_workspace(const NormKey& key, const void* args, size_t own, const std::function<size_t()>& native);
+
 // The cuDNN backend's entry for `key`, or normtune::Error naming `source` (what asked for
 // cuDNN) and why it cannot run the call: not built in, not implemented for the key, the
 // entry's own check (alignment, an amax of z, ...), libcudnn not found.
@@ -86,7 +97,7 @@ bool is_size_query(NVTETensor workspace);
 // argument or the workspace's buffer (except the spec's in-place aliases). Not for a query.
 void check_call_data(const CallSpec& spec, const CheckedCall& call, NVTETensor workspace);
 
-// Step 5, TransformerEngine's two-call workspace protocol. For the size query, sets the
+// Step 5b, TransformerEngine's two-call workspace protocol. For the size query, sets the
 // workspace's shape to [max(bytes_needed, 1)] and its dtype to byte and returns true (the
 // caller returns: no launch, nothing written). Any other workspace must have exactly that
 // shape and dtype, memory and a 16-byte aligned pointer; returns false.

@@ -87,7 +87,8 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   // The kernel is chosen before the workspace query is answered, so that the size is the
   // chosen kernel's. With a plan override (the autotuner) the general kernel runs.
   const KernelEntry& entry = select_kernel(key, &args, forward_plan_override() != nullptr);
-  const size_t bytes = entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0;
+  const size_t bytes = answered_workspace(key, &args, entry.workspace_bytes != nullptr ? entry.workspace_bytes(&args) : 0,
+                                          [] { return size_t{0}; });  // (the native forward needs none)
   if (workspace_protocol(workspace, bytes)) return;
   if (call.rows == 0) return;
   args.workspace = const_tensor_from_handle(workspace, "workspace").data.dptr;
