@@ -246,10 +246,32 @@ void ZOutput::load_scales() const {
       dtype_storage_bytes(block_scale_dtype(block_scaling_of(format_)), scale_rows_ * scale_cols_));
   NORMTUNE_CUDA_CHECK(cudaMemcpy(host_all_scales_.data(), block_scales_->ptr, host_all_scales_.size(),
                                  cudaMemcpyDeviceToHost));
+  if (format_ == ZFormat::kNvfp4Colwise) {  // the transpose: a row of z is a column of it
+    host_colwise_.resize(dtype_storage_bytes(dtype_, rows_ * hidden_));
+    host_colwise_scales_.resize(colwise_scale_rows_ * colwise_scale_cols_);
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_colwise_.data(), colwise_data_->ptr, host_colwise_.size(),
+                                   cudaMemcpyDeviceToHost));
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_colwise_scales_.data(), colwise_scales_->ptr, host_colwise_scales_.size(),
+                                   cudaMemcpyDeviceToHost));
+  }
 }
 
 std::vector<double> ZOutput::colwise_row(size_t r, std::vector<double>* scales) const {
   NORMTUNE_CHECK(colwise_data_ != nullptr, "colwise_row: z has no column-wise data");
+  if (format_ == ZFormat::kNvfp4Colwise) {
+    NORMTUNE_CHECK(!host_colwise_.empty(), "colwise_row: load_scales() first");
+    const double s_enc = nvfp4_encode_scale(kNvfp4GlobalAmax);
+    std::vector<double> v(hidden_);
+    scales->resize(hidden_);
+    for (size_t c = 0; c < hidden_; ++c) {
+      const size_t at = static_cast<size_t>(nvfp4_colwise_scale_offset(
+          static_cast<int64_t>(r / kNvfp4Block), static_cast<int64_t>(c), static_cast<int64_t>(rows_),
+          static_cast<int64_t>(hidden_), false));
+      (*scales)[c] = fp8e4m3_to_float(host_colwise_scales_[at]) / s_enc;
+      v[c] = dtype_to_float(dtype_, host_colwise_.data(), c * rows_ + r) * (*scales)[c];
+    }
+    return v;
+  }
   std::vector<double> v = download(colwise_data_->ptr, dtype_, r * hidden_, hidden_);
   std::vector<uint8_t> e(hidden_);
   NORMTUNE_CUDA_CHECK(cudaMemcpy(e.data(), static_cast<const uint8_t*>(colwise_scales_->ptr) +
@@ -437,6 +459,17 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
                            std::fabs(want.z[h]) <= 448.0 * col_scale[h] * (1 + 1e-5),
                        "verify ", op.name, " ", rows, "x", hidden, " row ", r, " col ", h, ": column-wise z ", col[h],
                        " (block scale ", col_scale[h], "), reference ", want.z[h]);
+      }
+    } else if (z.format() == ZFormat::kNvfp4Colwise) {
+      // The column-wise transpose: each value within a code at its 16-row block's scale, as
+      // the row-wise one (z.tolerance's e2m1 rule). (The scales' exactness: the GPU tests.)
+      std::vector<double> col_unit;
+      const std::vector<double> col = z.colwise_row(r, &col_unit);
+      for (size_t h = 0; h < hidden; ++h) {
+        const double tol = std::fabs(want.z[h]) / 3 + 0.5 * col_unit[h] + 1e-5;
+        NORMTUNE_CHECK(std::isfinite(col[h]) && std::fabs(col[h] - want.z[h]) <= tol, "verify ", op.name, " ", rows,
+                       "x", hidden, " row ", r, " col ", h, ": column-wise z ", col[h], " (block unit ", col_unit[h],
+                       "), reference ", want.z[h]);
       }
     }
   }

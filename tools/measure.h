@@ -65,7 +65,8 @@ inline bool has_colwise(ZFormat f) { return f == ZFormat::kMxfp8Colwise || f == 
 ScalingMode block_scaling_of(ZFormat f);
 const char* z_format_name(ZFormat f);
 
-// z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor.
+// z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor
+// (nvfp4c: with the column-wise transpose too; its global amax the row-wise one).
 class ZOutput {
  public:
   ZOutput(ZFormat format, DType input, size_t rows, size_t hidden);
@@ -97,8 +98,10 @@ class ZOutput {
   double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
   uint8_t block_exponent(size_t col) const;
-  // MXFP8 with column-wise data: row r of the column-wise output, each element dequantized
-  // with its column's scale for r's 32-row block (those scales into *scales).
+  // With column-wise data: row r of the column-wise output, each element dequantized with
+  // its column's scale for r's 32-row (MXFP8) or 16-row (NVFP4, from the transpose) block
+  // (those scales, as multipliers of a code, into *scales). NVFP4: from the copy load_scales()
+  // made of the whole column-wise output.
   std::vector<double> colwise_row(size_t r, std::vector<double>* scales) const;
   // Per-tensor FP8: the amax and scale_inv the call wrote.
   float amax() const;
@@ -114,6 +117,7 @@ class ZOutput {
   mutable std::vector<uint8_t> host_scales_;
   mutable std::vector<double> host_units_;  // row() of a block-scaled z: each block's decode scale
   mutable std::vector<uint8_t> host_all_scales_;  // load_scales()
+  mutable std::vector<uint8_t> host_colwise_, host_colwise_scales_;  // load_scales(), nvfp4c
   NVTETensor handle_;
 };
 

@@ -1147,7 +1147,7 @@ struct BlockCase {
   enum class Amax { kNone, kFromData, kOne } amax = Amax::kNone;  // NVFP4's global amax
   size_t nan_row = SIZE_MAX;  // a row whose x holds a NaN (its outputs are NaN)
   bool columnwise = false;    // NVFP4: column-wise data too (the transpose)
-  bool own_col_amax = false;  // with a column-wise global amax of its own (twice the data's)
+  bool own_col_amax = false;  // with a column-wise global amax of its own (twice the row-wise one; 1 without one)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
@@ -1169,6 +1169,8 @@ NVTEScalingMode nvte_mode(ScalingMode m) {
     default: return NVTE_DELAYED_TENSOR_SCALING;
   }
 }
+
+inline constexpr size_t kColwiseGuard = 512;  // e2m1 elements (256 bytes)
 
 struct BlockRun {
   size_t srows = 0, scols = 0, crows = 0, ccols = 0;  // the scale tensors' shapes
@@ -1217,7 +1219,8 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
     r.ccols = static_cast<size_t>(nvfp4_colwise_scale_cols(static_cast<int64_t>(k.rows)));
     if (k.own_col_amax) r.col_amax = 2 * std::max(r.global_amax, 0.5f);
   }
-  DeviceArray dzc(k.o, k.columnwise ? n : 0), dcscales(sdtype, r.crows * r.ccols);
+  // (Column-wise data: kColwiseGuard elements past its end, poisoned too, must stay so.)
+  DeviceArray dzc(k.o, k.columnwise ? n + kColwiseGuard : 0), dcscales(sdtype, r.crows * r.ccols);
   HostArray col_amax_h(f32, 1);
   col_amax_h.set(0, r.col_amax);
   DeviceArray dcol_amax = DeviceArray::from_host(col_amax_h);
@@ -1411,7 +1414,15 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
 // 128x4 tiles of 512 (tile (c / 128, rb / 4), then (c % 32) * 16 + ((c % 128) / 32) * 4 +
 // rb % 4). Every element and scale written, the same way twice; the padding left as it was.
 void expect_nvfp4_colwise_output(const BlockCase& k, const BlockRun& r) {
-  EXPECT_TRUE(same_bits(r.zc_again, r.zc, "column-wise z under another poison (every element written, the same bits)"));
+  const size_t bytes = k.rows * k.hidden / 2;  // the data; the guard after it
+  ASSERT_EQ(r.zc.raw.size(), bytes + kColwiseGuard / 2);
+  EXPECT_TRUE(std::equal(r.zc.raw.begin(), r.zc.raw.begin() + static_cast<std::ptrdiff_t>(bytes), r.zc_again.raw.begin()))
+      << "column-wise z under another poison (every element written, the same bits)";
+  size_t guard_touched = 0;
+  for (size_t i = bytes; i < r.zc.raw.size(); ++i) {
+    guard_touched += r.zc.raw[i] != 0xFF || r.zc_again.raw[i] != 0x77 ? 1 : 0;
+  }
+  EXPECT_EQ(guard_touched, 0u) << "bytes written past the end of the column-wise data";
   EXPECT_TRUE(same_bits(r.cscales_again, r.cscales, "the column-wise scales run to run"));
   const ScalingMode m = ScalingMode::kNvfp4_1D;
   const float amax = r.col_amax >= 0 ? r.col_amax : r.global_amax;
@@ -1448,7 +1459,10 @@ void expect_nvfp4_colwise_output(const BlockCase& k, const BlockRun& r) {
 // row-wise one), else the row-wise one. Compact and swizzled scales; row counts from 16 (one
 // column block) to 208 (not a multiple of 32: the last tile's second half absent); hidden
 // sizes of odd 16-column blocks (the slices' unit); tiles on clusters and rows too long for
-// them (the streamed tile kernel, with its column splits); the fused add; a NaN row.
+// them (the streamed tile kernel, with its column splits: 16 x 65552 bf16, a row of 4097 blocks
+// of 16, and 48 x 65536 with the fused add); slices of an odd number of 16-column blocks over
+// several CTAs of a cluster (bf16 1040: 33 + 32 blocks; fp32 2064: five CTAs of 26 or fewer,
+// 80 rows); the fused add; a NaN row; no write past the end of the column-wise data.
 TEST_F(NormFwdGpu, Nvfp4OutputRowwiseAndColumnwise) {
   const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
   const ScalingMode nv = ScalingMode::kNvfp4_1D;
@@ -1472,6 +1486,9 @@ TEST_F(NormFwdGpu, Nvfp4OutputRowwiseAndColumnwise) {
                              both({NormType::kLayerNorm, false, bf, f4, nv, 16, 16, false, false, A::kFromData}),
                              both({NormType::kRMSNorm, false, bf, f4, nv, 112, 48, true, false, A::kOne}),
                              both({NormType::kLayerNorm, false, f32, f4, nv, 32, 80, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 48, 1040, true, false, A::kFromData}, true),
+                             both({NormType::kLayerNorm, false, f32, f4, nv, 80, 2064, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 16, 65552, true, false, A::kFromData}),
                              both(nan_case)}) {
     SCOPED_TRACE(k.describe());
     const BlockRun r = run_block(k, 97);

@@ -157,7 +157,7 @@ bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
   const size_t block_bytes = size_t{kMxBlock} * kUnit * sizeof(typename Traits::Input);  // 32 rows of one
   const int64_t fewest = (static_cast<int64_t>(blocks * block_bytes) + kMxSliceBudget - 1) / kMxSliceBudget;
   for (int64_t c = std::clamp<int64_t>(fewest, 1, max_ctas); c <= std::min<int64_t>(max_ctas, blocks); ++c) {
-    const int64_t per = (blocks + c - 1) / c;  // column blocks per CTA
+    const int64_t per = (blocks + c - 1) / c;  // row blocks (slices' units) per CTA
     const int ctas = static_cast<int>((blocks + per - 1) / per);
     const size_t smem = static_cast<size_t>(per) * block_bytes;
     if (smem > limit || !cluster_fits<kernel>(kMxTileThreads, smem, ctas)) continue;
