@@ -95,6 +95,20 @@ def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, res
     return y, scales, residual_out
 
 
+def _wants_nvfp4_columnwise(norm: str, format: str, columnwise: bool,
+                            colwise_global_amax: Optional[torch.Tensor]) -> bool:
+    """Whether a {norm}_block_scaled call asks for the column-wise nvfp4 copy (ValueError for
+    a column-wise request the format or the arguments cannot have)."""
+    if not columnwise and colwise_global_amax is None:
+        return False
+    if format != "nvfp4":
+        raise ValueError(f"normtune.{norm}_block_scaled: columnwise=True belongs to the nvfp4 format here, "
+                         f"got '{format}' (mxfp8: {norm}_mxfp8(..., columnwise=True))")
+    if not columnwise:
+        raise ValueError(f"normtune.{norm}_block_scaled: colwise_global_amax needs columnwise=True")
+    return True
+
+
 def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "nvfp4", eps: float = 1e-6,
                           residual: Optional[torch.Tensor] = None, global_amax: Optional[torch.Tensor] = None,
                           swizzled: bool = False, fp8_dtype: torch.dtype = torch.float8_e4m3fn,
@@ -119,12 +133,7 @@ def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "
     4)], swizzled as the row-wise ones), encoded with colwise_global_amax (None: global_amax);
     rows (x's leading dims) must be a multiple of 16.
     Forward only, as the other quantized ops."""
-    if columnwise or colwise_global_amax is not None:
-        if format != "nvfp4":
-            raise ValueError(f"normtune.rms_norm_block_scaled: columnwise=True belongs to the nvfp4 format here, "
-                             f"got '{format}' (mxfp8: rms_norm_mxfp8(..., columnwise=True))")
-        if not columnwise:
-            raise ValueError("normtune.rms_norm_block_scaled: colwise_global_amax needs columnwise=True")
+    if _wants_nvfp4_columnwise("rms_norm", format, columnwise, colwise_global_amax):
         if residual is None:
             y, scales, yc, cscales, _ = torch.ops.normtune.rms_norm_nvfp4_colwise.default(
                 x, weight, eps, global_amax, colwise_global_amax, swizzled, zero_centered_gamma)
@@ -148,12 +157,7 @@ def layer_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
                             colwise_global_amax: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
     """LayerNorm of x with a block-scaled y: (y, scales), as rms_norm_block_scaled; nvfp4 with
     columnwise=True: (y, scales, y_colwise, colwise_scales)."""
-    if columnwise or colwise_global_amax is not None:
-        if format != "nvfp4":
-            raise ValueError(f"normtune.layer_norm_block_scaled: columnwise=True belongs to the nvfp4 format here, "
-                             f"got '{format}' (mxfp8: layer_norm_mxfp8(..., columnwise=True))")
-        if not columnwise:
-            raise ValueError("normtune.layer_norm_block_scaled: colwise_global_amax needs columnwise=True")
+    if _wants_nvfp4_columnwise("layer_norm", format, columnwise, colwise_global_amax):
         y, scales, yc, cscales, _, _ = torch.ops.normtune.layer_norm_nvfp4_colwise.default(
             x, weight, bias, eps, global_amax, colwise_global_amax, swizzled, zero_centered_gamma)
         return y, scales, yc, cscales
