@@ -46,10 +46,12 @@ const char* const kHelp = R"(normtune bench [options]
                      scaled e4m3, scale 8, amax and scale_inv written), mxfp8 (row-wise
                      e4m3, an E8M0 scale per 32 elements, compact layout), mxfp8c (mxfp8
                      plus the column-wise copy, an E8M0 scale per 32 rows of a column),
-                     nvfp4 (e2m1, an E4M3 scale per 16, global amax 16), mxfp4 (e2m1, an
-                     E8M0 scale per 32), fp8b128 (e4m3, an fp32 scale per 128; the last
-                     three row-wise, compact scales); each a pass over the shapes (the
-                     backward ops run in the `same` pass only)
+                     nvfp4 (e2m1, an E4M3 scale per 16, global amax 16), nvfp4c (nvfp4 plus
+                     the column-wise copy: the transpose, an E4M3 scale per 16 rows of a
+                     column; rows a multiple of 16), mxfp4 (e2m1, an E8M0 scale per 32),
+                     fp8b128 (e4m3, an fp32 scale per 128; nvfp4, mxfp4 and fp8b128
+                     row-wise, compact scales); each a pass over the shapes (the backward
+                     ops run in the `same` pass only)
     --shapes LIST    MxN,MxN,... (default: the suite above)
     --sms N          multiprocessorCount passed to the calls (default 0: all SMs)
     --reps N         timed repetitions per measurement (default 200; at least 100 advised)
@@ -70,7 +72,7 @@ const char* const kHelp = R"(normtune bench [options]
   of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
   gamma, write z, residual_out, rsigma (z: FP8 a byte per element, e2m1 half a byte, block
-  scales one scale each, mxfp8c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
+  scales one scale each, mxfp8c and nvfp4c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
   write dx, dgamma (+dbeta). The backward's fp32 partials (workspace, allocated outside the
   timed region) cost time but are not counted. Backward is timed as a whole (main kernel +
   finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
@@ -78,7 +80,7 @@ const char* const kHelp = R"(normtune bench [options]
   writes one. FP8, MXFP8 and fp8b128 z: a cast of x to fp8 e4m3 (reads x, writes a byte per
   element; with the fused add, also writes x + residual); nvfp4 and mxfp4: a cast to e2m1
   (cast4: half a byte per element); mxfp8c RMSNorm/LayerNorm: x read once and cast to two
-  fp8 outputs (cast8x2). Row-wise block-scaled rows also time the unfused way, the norm into
+  fp8 outputs (cast8x2); nvfp4c: to two e2m1 outputs (cast4x2, both in x's layout). Row-wise block-scaled rows also time the unfused way, the norm into
   x's dtype then a separate quantization pass of the format, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
@@ -147,7 +149,7 @@ Options parse(const std::vector<std::string_view>& args) {
       for (const auto& name : split(value(i), ',')) {
         ZFormat f;
         NORMTUNE_CHECK(z_format_from_name(name, &f), "bench: --out ", name,
-                       ": expected same, fp8, mxfp8, mxfp8c, nvfp4, mxfp4 or fp8b128");
+                       ": expected same, fp8, mxfp8, mxfp8c, nvfp4, nvfp4c, mxfp4 or fp8b128");
         o.outs.push_back(f);
       }
     } else if (a == "--shapes") {
@@ -306,9 +308,13 @@ int run(const std::vector<std::string_view>& args) {
                       block);
           continue;
         }
+        if (out == ZFormat::kNvfp4Colwise && rows % kNvfp4Block != 0) {
+          std::printf("(%zux%zu: no %s pass, rows is not a multiple of 16)\n", rows, hidden, z_format_name(out));
+          continue;
+        }
         const ZOutput z(out, t, rows, hidden);
         std::unique_ptr<ZOutput> z_wide;  // row-wise block-scaled: the unfused norm's output in x's dtype
-        if (mode != ScalingMode::kNone && out != ZFormat::kMxfp8Colwise) {
+        if (mode != ScalingMode::kNone && !has_colwise(out)) {
           z_wide = std::make_unique<ZOutput>(ZFormat::kSame, t, rows, hidden);
         }
         for (const OpInfo* op_ptr : o.ops) {
@@ -371,6 +377,9 @@ int run(const std::vector<std::string_view>& args) {
           if (out == ZFormat::kMxfp8Colwise && op.stage == Stage::kForward) {
             r.base_name = "cast8x2";  // x read once, both fp8 outputs written
             base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
+          } else if (out == ZFormat::kNvfp4Colwise && op.stage == Stage::kForward) {
+            r.base_name = "cast4x2";  // x read once, both e2m1 outputs written
+            base = [&](cudaStream_t s) { launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
           } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;
             const bool fp4 = z.dtype() == DType::kFloat4E2M1;

@@ -70,7 +70,7 @@ __global__ void cast_fp8_kernel(const uint4* __restrict__ a, const uint4* __rest
 // vector of T per step, grid-stride.
 template <typename T>
 __global__ void cast_fp4_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ c,
-                                uint8_t* __restrict__ d, size_t nvec) {
+                                uint8_t* __restrict__ d, uint8_t* __restrict__ e, size_t nvec) {
   constexpr int kN = sizeof(uint4) / sizeof(T);
   using Codes = std::conditional_t<kN == 8, uint32_t, uint16_t>;
   static_assert(2 * sizeof(Codes) == kN, "two e2m1 codes per byte");
@@ -88,7 +88,9 @@ __global__ void cast_fp4_kernel(const uint4* __restrict__ a, const uint4* __rest
     float f[kN];
 #pragma unroll
     for (int k = 0; k < kN; ++k) f[k] = to_float(xs[k]);
-    reinterpret_cast<Codes*>(d)[i] = static_cast<Codes>(fp4e2m1_codes</*kCanonicalNan=*/false>(f));
+    const auto codes = static_cast<Codes>(fp4e2m1_codes</*kCanonicalNan=*/false>(f));
+    reinterpret_cast<Codes*>(d)[i] = codes;
+    if (e != nullptr) reinterpret_cast<Codes*>(e)[i] = codes;
   }
 }
 
@@ -198,7 +200,17 @@ void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, si
   with_wide_type(t, "launch_cast_fp4", [&](auto tag) {
     cast_fp4_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
         static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
-        nvec);
+        nullptr, nvec);
+  });
+  NORMTUNE_CHECK_LAUNCH();
+}
+
+void launch_cast_fp4_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
+                           cudaStream_t stream) {
+  const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
+  with_wide_type(t, "launch_cast_fp4_twice", [&](auto tag) {
+    cast_fp4_kernel<decltype(tag)><<<grid_for(nvec, sm_count), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }

@@ -36,6 +36,10 @@ void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elem
 // with a 4-bit z, its scales aside.
 void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
                      cudaStream_t stream);
+// d = e = the e2m1 codes of a: a norm with both NVFP4 outputs (row-wise and the column-wise
+// transpose), its scales aside, as a read and two half-byte writes.
+void launch_cast_fp4_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
+                           cudaStream_t stream);
 
 // A separate row-wise block quantization of x [rows, hidden] (hidden a multiple of the
 // block; e4m3 codes for the FP8 modes): codes into z, scales into scales (compact layout;

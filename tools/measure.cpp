@@ -36,7 +36,7 @@ Workspace::Workspace(const CallWithWorkspace& call, cudaStream_t stream) {
 
 bool z_format_from_name(std::string_view name, ZFormat* out) {
   for (const ZFormat f : {ZFormat::kSame, ZFormat::kFp8, ZFormat::kMxfp8, ZFormat::kMxfp8Colwise, ZFormat::kNvfp4,
-                          ZFormat::kMxfp4, ZFormat::kFp8Block}) {
+                          ZFormat::kNvfp4Colwise, ZFormat::kMxfp4, ZFormat::kFp8Block}) {
     if (name == z_format_name(f)) {
       *out = f;
       return true;
@@ -52,6 +52,7 @@ const char* z_format_name(ZFormat f) {
     case ZFormat::kMxfp8: return "mxfp8";
     case ZFormat::kMxfp8Colwise: return "mxfp8c";
     case ZFormat::kNvfp4: return "nvfp4";
+    case ZFormat::kNvfp4Colwise: return "nvfp4c";
     case ZFormat::kMxfp4: return "mxfp4";
     case ZFormat::kFp8Block: return "fp8b128";
   }
@@ -62,7 +63,8 @@ ScalingMode block_scaling_of(ZFormat f) {
   switch (f) {
     case ZFormat::kMxfp8:
     case ZFormat::kMxfp8Colwise: return ScalingMode::kMxfp8_1D;
-    case ZFormat::kNvfp4: return ScalingMode::kNvfp4_1D;
+    case ZFormat::kNvfp4:
+    case ZFormat::kNvfp4Colwise: return ScalingMode::kNvfp4_1D;
     case ZFormat::kMxfp4: return ScalingMode::kMxfp4_1D;
     case ZFormat::kFp8Block: return ScalingMode::kBlock1D;
     default: return ScalingMode::kNone;
@@ -146,6 +148,17 @@ ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
       set_param(handle_, kNVTEColumnwiseData, colwise_data_->ptr, {rows, hidden}, dtype_);
       set_param(handle_, kNVTEColumnwiseScaleInv, colwise_scales_->ptr, {colwise_scale_rows_, colwise_scale_cols_},
                 DType::kFloat8E8M0);
+    } else if (format == ZFormat::kNvfp4Colwise) {
+      // Column-wise: the transpose [hidden, rows], E4M3 scales [roundup(hidden, 128),
+      // roundup(rows / 16, 4)], encoded with z's global amax (no column-wise one).
+      NORMTUNE_CHECK(rows % kNvfp4Block == 0, "nvfp4c z: rows ", rows, " is not a multiple of 16");
+      colwise_scale_rows_ = static_cast<size_t>(nvfp4_colwise_scale_rows(static_cast<int64_t>(hidden)));
+      colwise_scale_cols_ = static_cast<size_t>(nvfp4_colwise_scale_cols(static_cast<int64_t>(rows)));
+      colwise_data_ = std::make_unique<DeviceMem>(dtype_storage_bytes(dtype_, rows * hidden));
+      colwise_scales_ = std::make_unique<DeviceMem>(colwise_scale_rows_ * colwise_scale_cols_);
+      set_param(handle_, kNVTEColumnwiseData, colwise_data_->ptr, {hidden, rows}, dtype_);
+      set_param(handle_, kNVTEColumnwiseScaleInv, colwise_scales_->ptr, {colwise_scale_rows_, colwise_scale_cols_},
+                DType::kFloat8E4M3);
     }
   }
 }
@@ -153,14 +166,16 @@ ZOutput::ZOutput(ZFormat format, DType input, size_t rows, size_t hidden)
 ZOutput::~ZOutput() { nvte_destroy_tensor(handle_); }
 
 size_t ZOutput::data_bytes() const {
-  return dtype_storage_bytes(dtype_, rows_ * hidden_) * (format_ == ZFormat::kMxfp8Colwise ? 2 : 1);
+  return dtype_storage_bytes(dtype_, rows_ * hidden_) * (has_colwise(format_) ? 2 : 1);
 }
 
 size_t ZOutput::scale_bytes() const {
   const ScalingMode mode = block_scaling_of(format_);
   if (mode == ScalingMode::kNone) return 0;
   const size_t rowwise = dtype_storage_bytes(block_scale_dtype(mode), rows_ * hidden_ / block_elements(mode));
-  return rowwise + (format_ == ZFormat::kMxfp8Colwise ? (rows_ + kMxBlockSize - 1) / kMxBlockSize * hidden_ : 0);
+  if (format_ == ZFormat::kMxfp8Colwise) return rowwise + (rows_ + kMxBlockSize - 1) / kMxBlockSize * hidden_;
+  if (format_ == ZFormat::kNvfp4Colwise) return rowwise + rows_ / kNvfp4Block * hidden_;
+  return rowwise;
 }
 
 void ZOutput::poison(cudaStream_t stream) const {
@@ -231,10 +246,32 @@ void ZOutput::load_scales() const {
       dtype_storage_bytes(block_scale_dtype(block_scaling_of(format_)), scale_rows_ * scale_cols_));
   NORMTUNE_CUDA_CHECK(cudaMemcpy(host_all_scales_.data(), block_scales_->ptr, host_all_scales_.size(),
                                  cudaMemcpyDeviceToHost));
+  if (format_ == ZFormat::kNvfp4Colwise) {  // the transpose: a row of z is a column of it
+    host_colwise_.resize(dtype_storage_bytes(dtype_, rows_ * hidden_));
+    host_colwise_scales_.resize(colwise_scale_rows_ * colwise_scale_cols_);
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_colwise_.data(), colwise_data_->ptr, host_colwise_.size(),
+                                   cudaMemcpyDeviceToHost));
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(host_colwise_scales_.data(), colwise_scales_->ptr, host_colwise_scales_.size(),
+                                   cudaMemcpyDeviceToHost));
+  }
 }
 
 std::vector<double> ZOutput::colwise_row(size_t r, std::vector<double>* scales) const {
   NORMTUNE_CHECK(colwise_data_ != nullptr, "colwise_row: z has no column-wise data");
+  if (format_ == ZFormat::kNvfp4Colwise) {
+    NORMTUNE_CHECK(!host_colwise_.empty(), "colwise_row: load_scales() first");
+    const double s_enc = nvfp4_encode_scale(kNvfp4GlobalAmax);
+    std::vector<double> v(hidden_);
+    scales->resize(hidden_);
+    for (size_t c = 0; c < hidden_; ++c) {
+      const size_t at = static_cast<size_t>(nvfp4_colwise_scale_offset(
+          static_cast<int64_t>(r / kNvfp4Block), static_cast<int64_t>(c), static_cast<int64_t>(rows_),
+          static_cast<int64_t>(hidden_), false));
+      (*scales)[c] = fp8e4m3_to_float(host_colwise_scales_[at]) / s_enc;
+      v[c] = dtype_to_float(dtype_, host_colwise_.data(), c * rows_ + r) * (*scales)[c];
+    }
+    return v;
+  }
   std::vector<double> v = download(colwise_data_->ptr, dtype_, r * hidden_, hidden_);
   std::vector<uint8_t> e(hidden_);
   NORMTUNE_CUDA_CHECK(cudaMemcpy(e.data(), static_cast<const uint8_t*>(colwise_scales_->ptr) +
@@ -261,6 +298,7 @@ double ZOutput::tolerance(double want, size_t col) const {
     // value, one code either side of the nearest, the largest within 6.25% from the E4M3
     // rounding of NVFP4's scale); 0.5 x the unit near zero.
     case ZFormat::kNvfp4:
+    case ZFormat::kNvfp4Colwise:
     case ZFormat::kMxfp4: {
       const double unit = host_units_[col / static_cast<size_t>(block_elements(block_scaling_of(format_)))];
       return std::fabs(want) / 3 + 0.5 * unit + 1e-5;
@@ -421,6 +459,17 @@ std::string verify(const OpInfo& op, DType t, size_t rows, size_t hidden, const 
                            std::fabs(want.z[h]) <= 448.0 * col_scale[h] * (1 + 1e-5),
                        "verify ", op.name, " ", rows, "x", hidden, " row ", r, " col ", h, ": column-wise z ", col[h],
                        " (block scale ", col_scale[h], "), reference ", want.z[h]);
+      }
+    } else if (z.format() == ZFormat::kNvfp4Colwise) {
+      // The column-wise transpose: each value within a code at its 16-row block's scale, as
+      // the row-wise one (z.tolerance's e2m1 rule). (The scales' exactness: the GPU tests.)
+      std::vector<double> col_unit;
+      const std::vector<double> col = z.colwise_row(r, &col_unit);
+      for (size_t h = 0; h < hidden; ++h) {
+        const double tol = std::fabs(want.z[h]) / 3 + 0.5 * col_unit[h] + 1e-5;
+        NORMTUNE_CHECK(std::isfinite(col[h]) && std::fabs(col[h] - want.z[h]) <= tol, "verify ", op.name, " ", rows,
+                       "x", hidden, " row ", r, " col ", h, ": column-wise z ", col[h], " (block unit ", col_unit[h],
+                       "), reference ", want.z[h]);
       }
     }
   }

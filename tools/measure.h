@@ -53,17 +53,20 @@ class Workspace {
 // amax and scale_inv written too), MXFP8 e4m3 row-wise with compact E8M0 scales, MXFP8 e4m3
 // row-wise and column-wise (32x1 blocks), both with compact scales; NVFP4 (global amax
 // kNvfp4GlobalAmax), MXFP4 and 1x128-block FP8 e4m3, row-wise with compact scales.
-enum class ZFormat { kSame, kFp8, kMxfp8, kMxfp8Colwise, kNvfp4, kMxfp4, kFp8Block };
+enum class ZFormat { kSame, kFp8, kMxfp8, kMxfp8Colwise, kNvfp4, kNvfp4Colwise, kMxfp4, kFp8Block };
 inline constexpr float kFp8Scale = 8.f;
 inline constexpr float kNvfp4GlobalAmax = 16.f;
-// "same", "fp8", "mxfp8", "mxfp8c", "nvfp4", "mxfp4", "fp8b128"
+// "same", "fp8", "mxfp8", "mxfp8c", "nvfp4", "nvfp4c", "mxfp4", "fp8b128"
 bool z_format_from_name(std::string_view name, ZFormat* out);
 inline bool is_mxfp8(ZFormat f) { return f == ZFormat::kMxfp8 || f == ZFormat::kMxfp8Colwise; }
+// Whether z has column-wise data too (mxfp8c: [rows, hidden]; nvfp4c: the transpose).
+inline bool has_colwise(ZFormat f) { return f == ZFormat::kMxfp8Colwise || f == ZFormat::kNvfp4Colwise; }
 // z's block scaling (kNone for same and fp8).
 ScalingMode block_scaling_of(ZFormat f);
 const char* z_format_name(ZFormat f);
 
-// z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor.
+// z of a [rows, hidden] forward call in a ZFormat: its device buffers and its NVTETensor
+// (nvfp4c: with the column-wise transpose too; its global amax the row-wise one).
 class ZOutput {
  public:
   ZOutput(ZFormat format, DType input, size_t rows, size_t hidden);
@@ -77,8 +80,8 @@ class ZOutput {
   void* block_scales() const { return block_scales_ ? block_scales_->ptr : nullptr; }  // block-scaled
   const float* global_amax() const { return amax_ ? static_cast<const float*>(amax_->ptr) : nullptr; }  // NVFP4
   size_t scale_cols() const { return scale_cols_; }
-  void* colwise_data() const { return colwise_data_ ? colwise_data_->ptr : nullptr; }  // MXFP8 column-wise
-  // Bytes of the data the call writes (MXFP8 with column-wise data: both copies).
+  void* colwise_data() const { return colwise_data_ ? colwise_data_->ptr : nullptr; }  // column-wise data
+  // Bytes of the data the call writes (with column-wise data: both copies).
   size_t data_bytes() const;
   // Bytes the call writes besides the data (one scale per block).
   size_t scale_bytes() const;
@@ -95,8 +98,10 @@ class ZOutput {
   double tolerance(double want, size_t col) const;  // of the row row() read last
   // MXFP8: the E8M0 scale of the block holding column col of the row row() read last.
   uint8_t block_exponent(size_t col) const;
-  // MXFP8 with column-wise data: row r of the column-wise output, each element dequantized
-  // with its column's scale for r's 32-row block (those scales into *scales).
+  // With column-wise data: row r of the column-wise output, each element dequantized with
+  // its column's scale for r's 32-row (MXFP8) or 16-row (NVFP4, from the transpose) block
+  // (those scales, as multipliers of a code, into *scales). NVFP4: from the copy load_scales()
+  // made of the whole column-wise output.
   std::vector<double> colwise_row(size_t r, std::vector<double>* scales) const;
   // Per-tensor FP8: the amax and scale_inv the call wrote.
   float amax() const;
@@ -112,6 +117,7 @@ class ZOutput {
   mutable std::vector<uint8_t> host_scales_;
   mutable std::vector<double> host_units_;  // row() of a block-scaled z: each block's decode scale
   mutable std::vector<uint8_t> host_all_scales_;  // load_scales()
+  mutable std::vector<uint8_t> host_colwise_, host_colwise_scales_;  // load_scales(), nvfp4c
   NVTETensor handle_;
 };
 

@@ -410,8 +410,8 @@ int run(const std::vector<std::string_view>& args) {
       outs.clear();
       for (const std::string& name : split(value())) {
         bench::ZFormat f;
-        // (Column-wise MXFP8 takes its own row-tile kernels: no table lines.)
-        NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && f != bench::ZFormat::kMxfp8Colwise, "tune: --out ",
+        // (Column-wise MXFP8 and NVFP4 take their own row-tile kernels: no table lines.)
+        NORMTUNE_CHECK(bench::z_format_from_name(name, &f) && !bench::has_colwise(f), "tune: --out ",
                        name, ": expected same, fp8, mxfp8, nvfp4, mxfp4 or fp8b128");
         outs.push_back(f);
       }

@@ -80,7 +80,7 @@ class Handle {
     // one; column-wise data (and its scales) absent is NULL with shape [0]. Otherwise the next
     // call on this handle would write to the last call's column-wise buffers.
     for (NVTETensorParam p : {kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv, kNVTEColumnwiseData,
-                              kNVTEColumnwiseScaleInv}) {
+                              kNVTEColumnwiseScaleInv, kNVTEColumnwiseAmax}) {
       if (!(extras_ & (1u << p))) continue;
       const size_t extent = p == kNVTEColumnwiseData || p == kNVTEColumnwiseScaleInv ? 0 : 1;
       const NVTEBasicTensor none{nullptr, kNVTEFloat32, normtune_make_shape(&extent, 1)};
@@ -104,7 +104,8 @@ class Handle {
   }
 
   // Another buffer of the tensor: kNVTEScale, kNVTEAmax, kNVTERowwiseScaleInv,
-  // kNVTEColumnwiseData or kNVTEColumnwiseScaleInv (cleared again when the handle goes back).
+  // kNVTEColumnwiseData, kNVTEColumnwiseScaleInv or kNVTEColumnwiseAmax (cleared again when
+  // the handle goes back).
   void set(NVTETensorParam param, const Tensor& t, Dims dims) {
     const NVTEBasicTensor b{t.data_ptr(), nvte_dtype(t.scalar_type()), normtune_make_shape(dims.d, dims.n)};
     normtune_set_tensor_param_v2(h_, param, &b, sizeof(b));
@@ -454,7 +455,10 @@ enum class NormOp { kRms, kLayer, kRmsAdd };
 // torch.float4_e2m1fn_x2 [..., H / 2], E4M3 scales [roundup(rows, 128), roundup(H / 16, 4)],
 // the global amax an optional input), MXFP4 (E8M0 scales per 32, shaped as MXFP8's), FP8 with
 // 1x128 blocks (fp32 scale_inv [ceil(H / 128), roundup(rows, 4)], TransformerEngine's transposed
-// layout); NVFP4 and MXFP4 scales compact or GEMM-swizzled.
+// layout); NVFP4 and MXFP4 scales compact or GEMM-swizzled. NVFP4 may add the column-wise
+// copy (QuantCall::colwise; TransformerEngine's layout): the transpose, e2m1 [H, rows / 2]
+// bytes, E4M3 scales [roundup(H, 128), roundup(rows / 16, 4)], rows a multiple of 16, encoded
+// with colwise_global_amax (None: global_amax).
 enum class Quant { kFp8, kMxfp8, kAmax, kMxfp8Colwise, kBlock };
 bool is_mx(Quant q) { return q == Quant::kMxfp8 || q == Quant::kMxfp8Colwise; }
 
@@ -494,6 +498,8 @@ struct QuantCall {
   Block block = Block::kNone;              // kBlock
   const Tensor* global_amax = nullptr;     // kBlock NVFP4 (optional)
   bool swizzled = false;                   // kBlock NVFP4 / MXFP4
+  bool colwise = false;                    // kBlock NVFP4: the column-wise copy too
+  const Tensor* colwise_global_amax = nullptr;  // with it (optional)
 };
 
 void check_fp8_dtype(const char* op, at::ScalarType t) {
@@ -516,11 +522,20 @@ void check_quant_args(const QuantCall& q) {
   if (q.quant == Quant::kBlock) {
     TORCH_CHECK(!(q.swizzled && q.block == Block::kFp8Block128), "normtune.", q.op,
                 ": fp8_block128 scales have one layout (swizzled=False)");
-    if (q.global_amax != nullptr) {
-      TORCH_CHECK(q.block == Block::kNvfp4, "normtune.", q.op, ": global_amax belongs to the nvfp4 format");
-      TORCH_CHECK(q.global_amax->scalar_type() == at::kFloat && q.global_amax->sym_numel() == 1, "normtune.", q.op,
-                  ": global_amax must be one fp32 value, got ", q.global_amax->scalar_type(), " of shape ",
-                  dims_str(q.global_amax->sym_sizes()));
+    for (const auto& [amax, name] : {std::pair{q.global_amax, "global_amax"},
+                                     std::pair{q.colwise_global_amax, "colwise_global_amax"}}) {
+      if (amax == nullptr) continue;
+      TORCH_CHECK(q.block == Block::kNvfp4, "normtune.", q.op, ": ", name, " belongs to the nvfp4 format");
+      TORCH_CHECK(amax->scalar_type() == at::kFloat && amax->sym_numel() == 1, "normtune.", q.op, ": ", name,
+                  " must be one fp32 value, got ", amax->scalar_type(), " of shape ", dims_str(amax->sym_sizes()));
+    }
+    TORCH_CHECK(!q.colwise || q.block == Block::kNvfp4, "normtune.", q.op,
+                ": columnwise=True belongs to the nvfp4 format here (mxfp8: rms_norm_mxfp8(..., columnwise=True))");
+    TORCH_CHECK(q.colwise || q.colwise_global_amax == nullptr, "normtune.", q.op,
+                ": colwise_global_amax needs columnwise=True");
+    if (q.colwise) {
+      TORCH_CHECK(sym_rows(q.x) % 16 == 0, "normtune.", q.op, ": the rows of x (", sym_str(sym_rows(q.x)),
+                  ") must be a multiple of 16 for the column-wise nvfp4 copy (16-row blocks)");
     }
   }
   if (q.residual != nullptr) {
@@ -579,6 +594,12 @@ QuantOutputs quant_outputs(const QuantCall& q, const Tensor& x) {
     // 2^-127, never NaN) keeps the output deterministic.
     o.scales = at::zeros_symint(row_scale_shape(x, 32), x.options().dtype(at::kByte)).view(at::ScalarType::Float8_e8m0fnu);
   }
+  if (q.colwise) {  // NVFP4: the transpose, two codes per byte; its E4M3 scales (zeroed: padding)
+    o.y_colwise = at::empty_symint({x.sym_size(-1), sym_rows(x) / 2}, x.options().dtype(at::ScalarType::Float4_e2m1fn_x2));
+    o.colwise_scales = at::zeros_symint({(x.sym_size(-1) + 127) / 128 * 128, (sym_rows(x) / 16 + 3) / 4 * 4},
+                                        x.options().dtype(at::kByte))
+                           .view(at::ScalarType::Float8_e4m3fn);
+  }
   if (q.quant == Quant::kMxfp8Colwise) {
     o.y_colwise = at::empty_symint(x.sym_sizes(), x.options().dtype(q.out_dtype));
     o.colwise_scales =
@@ -596,12 +617,10 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
   const c10::DeviceGuard guard(q.x.device());
   Call c = make_call(q.op, q.x, q.weight);
   check_quant_args(q);
-  for (const Tensor* t : {q.residual, q.bias, q.scale, q.global_amax}) {
-    if (t != nullptr) {
-      check_same_device(q.op,
-                        t == q.residual ? "residual" : t == q.bias ? "bias" : t == q.scale ? "scale" : "global_amax", *t,
-                        q.x);
-    }
+  for (const auto& [t, name] : {std::pair{q.residual, "residual"}, std::pair{q.bias, "bias"},
+                                 std::pair{q.scale, "scale"}, std::pair{q.global_amax, "global_amax"},
+                                 std::pair{q.colwise_global_amax, "colwise_global_amax"}}) {
+    if (t != nullptr) check_same_device(q.op, name, *t, q.x);
   }
   const Tensor w = q.weight.contiguous();
   const Tensor b = q.bias != nullptr ? q.bias->contiguous() : Tensor();
@@ -616,10 +635,16 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
     return {{static_cast<size_t>(t.size(0)), static_cast<size_t>(t.size(1))}, 2};
   };
   const Tensor gamax = q.global_amax != nullptr ? q.global_amax->contiguous() : Tensor();
+  const Tensor cgamax = q.colwise_global_amax != nullptr ? q.colwise_global_amax->contiguous() : Tensor();
   if (q.quant == Quant::kBlock) {
     hz.set(kNVTERowwiseScaleInv, o.scales, dims_of(o.scales));
     if (q.global_amax != nullptr) hz.set(kNVTEAmax, gamax, dims1(1));
     hz.set_swizzled(q.swizzled);
+    if (q.colwise) {  // (e2m1: [H, rows] elements, rows / 2 bytes a row)
+      hz.set(kNVTEColumnwiseData, o.y_colwise, {{static_cast<size_t>(c.hidden), static_cast<size_t>(c.rows)}, 2});
+      hz.set(kNVTEColumnwiseScaleInv, o.colwise_scales, dims_of(o.colwise_scales));
+      if (q.colwise_global_amax != nullptr) hz.set(kNVTEColumnwiseAmax, cgamax, dims1(1));
+    }
   } else if (is_mx(q.quant)) {
     hz.set(kNVTERowwiseScaleInv, o.scales, dims_of(o.scales));
     if (q.quant == Quant::kMxfp8Colwise) {
@@ -636,7 +661,8 @@ QuantOutputs norm_quant_cuda(const QuantCall& q) {
     return o;
   }
   Handle hx(c.x, dims2(c)), hw(w, dims1(c.hidden)), hr(o.rsigma, dims1(c.rows));
-  const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8 | int(q.block) << 11 | int(q.swizzled) << 13;
+  const int flags = int(q.zcg) | int(q.out_dtype) << 1 | int(q.quant) << 8 | int(q.block) << 11 | int(q.swizzled) << 13 |
+                    int(q.colwise) << 14;
   const float eps = static_cast<float>(q.eps);
   if (q.norm == NormOp::kRms) {
     with_workspace(c, w, flags, [&](NVTETensor ws) {
@@ -770,6 +796,46 @@ T4 fused_add_rms_norm_block(const Tensor& x, const Tensor& residual, const Tenso
                                              out_dtype.value_or(at::ScalarType::Float8_e4m3fn), zcg},
                                             format, global_amax, swizzled);
   return {o.y, o.scales, o.residual_out, o.rsigma};
+}
+// NVFP4 with the column-wise copy (QuantCall::colwise).
+template <bool kMeta>
+QuantOutputs quant_nvfp4_colwise(QuantCall q, const std::optional<Tensor>& global_amax,
+                                 const std::optional<Tensor>& colwise_global_amax, bool swizzled) {
+  q.block = Block::kNvfp4;
+  q.global_amax = global_amax.has_value() ? &*global_amax : nullptr;
+  q.colwise_global_amax = colwise_global_amax.has_value() ? &*colwise_global_amax : nullptr;
+  q.swizzled = swizzled;
+  q.colwise = true;
+  return quant<kMeta>(q);
+}
+template <bool kMeta>
+T5 rms_norm_nvfp4_colwise(const Tensor& x, const Tensor& weight, double eps, const std::optional<Tensor>& global_amax,
+                          const std::optional<Tensor>& colwise_global_amax, bool swizzled, bool zcg) {
+  const QuantOutputs o = quant_nvfp4_colwise<kMeta>(
+      {"rms_norm_nvfp4_colwise", NormOp::kRms, Quant::kBlock, x, nullptr, weight, nullptr, nullptr, eps,
+       at::ScalarType::Float4_e2m1fn_x2, zcg},
+      global_amax, colwise_global_amax, swizzled);
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.rsigma};
+}
+template <bool kMeta>
+T6 layer_norm_nvfp4_colwise(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const std::optional<Tensor>& global_amax, const std::optional<Tensor>& colwise_global_amax,
+                            bool swizzled, bool zcg) {
+  const QuantOutputs o = quant_nvfp4_colwise<kMeta>(
+      {"layer_norm_nvfp4_colwise", NormOp::kLayer, Quant::kBlock, x, nullptr, weight, &bias, nullptr, eps,
+       at::ScalarType::Float4_e2m1fn_x2, zcg},
+      global_amax, colwise_global_amax, swizzled);
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.mu, o.rsigma};
+}
+template <bool kMeta>
+T6 fused_add_rms_norm_nvfp4_colwise(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                                    const std::optional<Tensor>& global_amax,
+                                    const std::optional<Tensor>& colwise_global_amax, bool swizzled, bool zcg) {
+  const QuantOutputs o = quant_nvfp4_colwise<kMeta>(
+      {"fused_add_rms_norm_nvfp4_colwise", NormOp::kRmsAdd, Quant::kBlock, x, &residual, weight, nullptr, nullptr,
+       eps, at::ScalarType::Float4_e2m1fn_x2, zcg},
+      global_amax, colwise_global_amax, swizzled);
+  return {o.y, o.scales, o.y_colwise, o.colwise_scales, o.residual_out, o.rsigma};
 }
 template <bool kMeta>
 T3 rms_norm_amax(const Tensor& x, const Tensor& weight, double eps, bool zcg) {
@@ -984,6 +1050,18 @@ TORCH_LIBRARY(normtune, m) {
   m.def("fused_add_rms_norm_block(Tensor x, Tensor residual, Tensor weight, float eps, str format, "
         "ScalarType? out_dtype=None, Tensor? global_amax=None, bool swizzled=False, "
         "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor residual_out, Tensor rsigma)");
+  // NVFP4 with the column-wise copy too (TransformerEngine's transpose: [H, rows / 2] bytes,
+  // E4M3 scales [roundup(H, 128), roundup(rows / 16, 4)]), one pass.
+  m.def("rms_norm_nvfp4_colwise(Tensor x, Tensor weight, float eps, Tensor? global_amax=None, "
+        "Tensor? colwise_global_amax=None, bool swizzled=False, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, Tensor rsigma)");
+  m.def("layer_norm_nvfp4_colwise(Tensor x, Tensor weight, Tensor bias, float eps, Tensor? global_amax=None, "
+        "Tensor? colwise_global_amax=None, bool swizzled=False, bool zero_centered_gamma=False) -> "
+        "(Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, Tensor mu, Tensor rsigma)");
+  m.def("fused_add_rms_norm_nvfp4_colwise(Tensor x, Tensor residual, Tensor weight, float eps, "
+        "Tensor? global_amax=None, Tensor? colwise_global_amax=None, bool swizzled=False, "
+        "bool zero_centered_gamma=False) -> (Tensor y, Tensor scales, Tensor y_colwise, Tensor colwise_scales, "
+        "Tensor residual_out, Tensor rsigma)");
   // Norm + amax (of y as rounded to x's dtype; for current scaling), forward only.
   m.def("rms_norm_amax(Tensor x, Tensor weight, float eps, bool zero_centered_gamma=False) -> "
         "(Tensor y, Tensor rsigma, Tensor amax)");
@@ -1020,6 +1098,9 @@ TORCH_LIBRARY(normtune, m) {
   m.impl("rms_norm_block", &rms_norm_block<meta>);                        \
   m.impl("layer_norm_block", &layer_norm_block<meta>);                    \
   m.impl("fused_add_rms_norm_block", &fused_add_rms_norm_block<meta>);    \
+  m.impl("rms_norm_nvfp4_colwise", &rms_norm_nvfp4_colwise<meta>);        \
+  m.impl("layer_norm_nvfp4_colwise", &layer_norm_nvfp4_colwise<meta>);    \
+  m.impl("fused_add_rms_norm_nvfp4_colwise", &fused_add_rms_norm_nvfp4_colwise<meta>); \
   m.impl("rms_norm_amax", &rms_norm_amax<meta>);                          \
   m.impl("layer_norm_amax", &layer_norm_amax<meta>);                      \
   m.impl("fused_add_rms_norm_amax", &fused_add_rms_norm_amax<meta>)
@@ -1044,7 +1125,8 @@ TORCH_LIBRARY_IMPL(normtune, Autograd, m) {
   for (const char* name : {"rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8",
                            "layer_norm_mxfp8", "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise",
                            "layer_norm_mxfp8_colwise", "fused_add_rms_norm_mxfp8_colwise", "rms_norm_block",
-                           "layer_norm_block", "fused_add_rms_norm_block", "rms_norm_amax",
+                           "layer_norm_block", "fused_add_rms_norm_block", "rms_norm_nvfp4_colwise",
+                           "layer_norm_nvfp4_colwise", "fused_add_rms_norm_nvfp4_colwise", "rms_norm_amax",
                            "layer_norm_amax", "fused_add_rms_norm_amax"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&quant_autograd>());
   }

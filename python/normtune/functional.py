@@ -95,10 +95,25 @@ def rms_norm_mxfp8(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, res
     return y, scales, residual_out
 
 
+def _wants_nvfp4_columnwise(norm: str, format: str, columnwise: bool,
+                            colwise_global_amax: Optional[torch.Tensor]) -> bool:
+    """Whether a {norm}_block_scaled call asks for the column-wise nvfp4 copy (ValueError for
+    a column-wise request the format or the arguments cannot have)."""
+    if not columnwise and colwise_global_amax is None:
+        return False
+    if format != "nvfp4":
+        raise ValueError(f"normtune.{norm}_block_scaled: columnwise=True belongs to the nvfp4 format here, "
+                         f"got '{format}' (mxfp8: {norm}_mxfp8(..., columnwise=True))")
+    if not columnwise:
+        raise ValueError(f"normtune.{norm}_block_scaled: colwise_global_amax needs columnwise=True")
+    return True
+
+
 def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "nvfp4", eps: float = 1e-6,
                           residual: Optional[torch.Tensor] = None, global_amax: Optional[torch.Tensor] = None,
                           swizzled: bool = False, fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-                          zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, ...]:
+                          zero_centered_gamma: bool = False, columnwise: bool = False,
+                          colwise_global_amax: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
     """RMSNorm of x (or of x + residual) with a block-scaled y, row-wise, in one pass. format:
 
     - 'nvfp4': y e2m1 (torch.float4_e2m1fn_x2, [..., H / 2]: element 2i in the low nibble), one
@@ -112,7 +127,20 @@ def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "
 
     swizzled=True writes nvfp4 / mxfp4 scales in the 128x4 tiles GEMMs read. H must be a
     multiple of the block (fp8_block128: of 16). Returns (y, scales), with a residual (y, scales, x + residual).
+    nvfp4 with columnwise=True also returns the column-wise copy the backward GEMMs read, after
+    scales: y_colwise, TransformerEngine's transpose (torch.float4_e2m1fn_x2 [H, rows / 2]), and
+    colwise_scales, one E4M3 scale per 16 rows of a column ([roundup(H, 128), roundup(rows / 16,
+    4)], swizzled as the row-wise ones), encoded with colwise_global_amax (None: global_amax);
+    rows (x's leading dims) must be a multiple of 16.
     Forward only, as the other quantized ops."""
+    if _wants_nvfp4_columnwise("rms_norm", format, columnwise, colwise_global_amax):
+        if residual is None:
+            y, scales, yc, cscales, _ = torch.ops.normtune.rms_norm_nvfp4_colwise.default(
+                x, weight, eps, global_amax, colwise_global_amax, swizzled, zero_centered_gamma)
+            return y, scales, yc, cscales
+        y, scales, yc, cscales, residual_out, _ = torch.ops.normtune.fused_add_rms_norm_nvfp4_colwise.default(
+            x, residual, weight, eps, global_amax, colwise_global_amax, swizzled, zero_centered_gamma)
+        return y, scales, yc, cscales, residual_out
     if residual is None:
         y, scales, _ = torch.ops.normtune.rms_norm_block.default(x, weight, eps, format, fp8_dtype, global_amax,
                                                                  swizzled, zero_centered_gamma)
@@ -124,9 +152,15 @@ def rms_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, format: str = "
 
 def layer_norm_block_scaled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, format: str = "nvfp4",
                             eps: float = 1e-5, global_amax: Optional[torch.Tensor] = None, swizzled: bool = False,
-                            fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-                            zero_centered_gamma: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-    """LayerNorm of x with a block-scaled y: (y, scales), as rms_norm_block_scaled."""
+                            fp8_dtype: torch.dtype = torch.float8_e4m3fn, zero_centered_gamma: bool = False,
+                            columnwise: bool = False,
+                            colwise_global_amax: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
+    """LayerNorm of x with a block-scaled y: (y, scales), as rms_norm_block_scaled; nvfp4 with
+    columnwise=True: (y, scales, y_colwise, colwise_scales)."""
+    if _wants_nvfp4_columnwise("layer_norm", format, columnwise, colwise_global_amax):
+        y, scales, yc, cscales, _, _ = torch.ops.normtune.layer_norm_nvfp4_colwise.default(
+            x, weight, bias, eps, global_amax, colwise_global_amax, swizzled, zero_centered_gamma)
+        return y, scales, yc, cscales
     y, scales, _, _ = torch.ops.normtune.layer_norm_block.default(x, weight, bias, eps, format, fp8_dtype,
                                                                   global_amax, swizzled, zero_centered_gamma)
     return y, scales

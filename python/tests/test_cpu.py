@@ -109,6 +109,7 @@ def test_meta_kernels_take_symbolic_shapes():
 QUANT_OPS = ["rms_norm_fp8", "layer_norm_fp8", "fused_add_rms_norm_fp8", "rms_norm_mxfp8", "layer_norm_mxfp8",
              "fused_add_rms_norm_mxfp8", "rms_norm_mxfp8_colwise", "layer_norm_mxfp8_colwise",
              "fused_add_rms_norm_mxfp8_colwise", "rms_norm_block", "layer_norm_block", "fused_add_rms_norm_block",
+             "rms_norm_nvfp4_colwise", "layer_norm_nvfp4_colwise", "fused_add_rms_norm_nvfp4_colwise",
              "rms_norm_amax", "layer_norm_amax", "fused_add_rms_norm_amax"]
 
 
@@ -169,6 +170,47 @@ def test_block_scaled_ops_shapes_and_dtypes():
         # A partial last block: H = 1056 = 8 x 128 + 32 -> ceil(1056 / 128) = 9 rows of scales.
         y, scales = normtune.rms_norm_block_scaled(x[:, :, :1056], w[:1056], "fp8_block128")
         assert y.shape == (3, 100, 1056) and scales.shape == (9, 300)
+
+
+def test_nvfp4_columnwise_shapes_and_dtypes():
+    with FakeTensorMode():
+        x = torch.empty(3, 112, 4096, dtype=torch.bfloat16, device="cuda")  # 336 rows: 21 blocks of 16
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        amax = torch.empty(1, dtype=torch.float32, device="cuda")
+        y, scales, yc, cscales = normtune.rms_norm_block_scaled(x, w, "nvfp4", global_amax=amax, columnwise=True)
+        assert y.shape == (3, 112, 2048) and y.dtype == torch.float4_e2m1fn_x2
+        assert scales.shape == (384, 256) and scales.dtype == torch.float8_e4m3fn
+        # The transpose: [H, rows / 2] bytes; scales [roundup(H, 128), roundup(rows / 16, 4)] = [4096, 24].
+        assert yc.shape == (4096, 168) and yc.dtype == torch.float4_e2m1fn_x2
+        assert cscales.shape == (4096, 24) and cscales.dtype == torch.float8_e4m3fn
+        y, scales, yc, cscales, h = normtune.rms_norm_block_scaled(x, w, "nvfp4", residual=x, columnwise=True,
+                                                                   colwise_global_amax=amax, swizzled=True)
+        assert h.shape == x.shape and h.dtype == torch.bfloat16 and yc.shape == (4096, 168)
+        # LayerNorm, H = 1040 (65 blocks of 16; not a multiple of 32), 16 rows: scales [1152, 4].
+        y, scales, yc, cscales = normtune.layer_norm_block_scaled(x[0, :16, :1040], w[:1040], w[:1040], "nvfp4",
+                                                                  columnwise=True)
+        assert y.shape == (16, 520) and scales.shape == (128, 68)
+        assert yc.shape == (1040, 8) and cscales.shape == (1152, 4)
+
+
+def test_nvfp4_columnwise_bad_arguments():
+    with FakeTensorMode():
+        x = torch.empty(32, 4096, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(4096, dtype=torch.bfloat16, device="cuda")
+        amax = torch.empty(1, dtype=torch.float32, device="cuda")
+        with pytest.raises(RuntimeError, match=r"the rows of x \(24\) must be a multiple of 16 for the column-wise"):
+            normtune.rms_norm_block_scaled(x[:24], w, "nvfp4", columnwise=True)
+        with pytest.raises(ValueError, match="columnwise=True belongs to the nvfp4 format here, got 'mxfp4'"):
+            normtune.rms_norm_block_scaled(x, w, "mxfp4", columnwise=True)
+        with pytest.raises(ValueError, match="colwise_global_amax needs columnwise=True"):
+            normtune.layer_norm_block_scaled(x, w, w, "nvfp4", colwise_global_amax=amax)
+        with pytest.raises(RuntimeError, match="colwise_global_amax must be one fp32 value"):
+            normtune.rms_norm_block_scaled(x, w, "nvfp4", columnwise=True,
+                                           colwise_global_amax=torch.empty(2, device="cuda"))
+        with pytest.raises(RuntimeError, match="the last dim of x \\(40\\) must be a multiple of 16"):
+            normtune.rms_norm_block_scaled(x[:, :40], w[:40], "nvfp4", columnwise=True)
+    with pytest.raises(RuntimeError, match="x must be a CUDA tensor"):
+        torch.ops.normtune.rms_norm_nvfp4_colwise(torch.randn(16, 64), torch.ones(64), 1e-6)
 
 
 def test_block_scaled_ops_bad_arguments():

@@ -343,6 +343,40 @@ def test_block_scaled_outputs(norm, fmt):
 
 
 @pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
+@pytest.mark.parametrize("own_col_amax", [False, True])
+def test_nvfp4_columnwise_outputs(norm, own_col_amax):
+    rows, hidden = 48, 2064  # three 16-row blocks (the second tile half-full); 129 blocks of 16 a row
+    x, r, w, b = norm_inputs(12, rows, hidden)
+    amax = torch.tensor([8.0], device="cuda")
+    kw = {"global_amax": amax, "columnwise": True}
+    if own_col_amax:
+        kw["colwise_global_amax"] = torch.tensor([16.0], device="cuda")
+    (y, scales, yc, cscales), want = run_variant(
+        norm, lambda x, w, residual=None: normtune.rms_norm_block_scaled(x, w, "nvfp4", residual=residual, **kw),
+        lambda x, w, b: normtune.layer_norm_block_scaled(x, w, b, "nvfp4", **kw), x, r, w, b)
+    assert y.shape == (rows, hidden // 2) and scales.shape == (128, 132)
+    assert yc.dtype == torch.float4_e2m1fn_x2 and yc.shape == (hidden, rows // 2)
+    assert cscales.dtype == torch.float8_e4m3fn and cscales.shape == (2176, 4)
+    # Row-wise as without the column-wise copy.
+    unit = scales[:rows, :hidden // 16].double() / (448.0 * 6.0 / 8.0)
+    u = unit.repeat_interleave(16, dim=1)
+    excess = (e2m1_decode(y, rows, hidden) * u - want).abs() - want.abs() / 3 - 0.5 * u - 1e-5
+    assert excess.max().item() <= 0, f"row-wise: max excess {excess.max().item()}"
+    # Column-wise: the transpose, one E4M3 scale per 16 rows of a column, from its own amax.
+    s_enc = 448.0 * 6.0 / (16.0 if own_col_amax else 8.0)
+    cunit = cscales[:hidden, :3].double() / s_enc  # [hidden, 3]
+    cu = cunit.repeat_interleave(16, dim=1)  # [hidden, rows]
+    want_t = want.t()
+    excess = (e2m1_decode(yc, hidden, rows) * cu - want_t).abs() - want_t.abs() / 3 - 0.5 * cu - 1e-5
+    assert excess.max().item() <= 0, f"column-wise: max excess {excess.max().item()}"
+    block_max = want_t.abs().reshape(hidden, 3, 16).amax(-1)
+    ratio = block_max / cunit
+    assert (ratio > 6 / (1 + 1 / 16) - 1e-3).all() and (ratio < 6 / (1 - 1 / 16) + 1e-3).all()
+    # The padding (rows 2064.. of the scales, block column 3) stays as allocated (zero).
+    assert (cscales.view(torch.uint8)[hidden:] == 0).all() and (cscales.view(torch.uint8)[:, 3] == 0).all()
+
+
+@pytest.mark.parametrize("norm", ["rms", "rms_add", "ln"])
 def test_fp8_block128_partial_last_block(norm):
     rows, hidden = 33, 1040  # eight blocks of 128, then one of 16 (TransformerEngine allows it)
     x, r, w, b = norm_inputs(11, rows, hidden)
@@ -374,6 +408,11 @@ def test_quantized_ops_opcheck_and_compile():
     torch.library.opcheck(ops.fused_add_rms_norm_block.default, (x, x, w, 1e-6, "mxfp4", None, None, False, False))
     torch.library.opcheck(ops.layer_norm_block.default,
                           (x, w, w, 1e-5, "fp8_block128", torch.float8_e4m3fn, None, False, False))
+    x16 = torch.randn(16, 1024, device="cuda", dtype=torch.bfloat16)
+    torch.library.opcheck(ops.rms_norm_nvfp4_colwise.default,
+                          (x16, w, 1e-6, torch.tensor([4.0], device="cuda"), None, True, False))
+    torch.library.opcheck(ops.fused_add_rms_norm_nvfp4_colwise.default,
+                          (x16, x16, w, 1e-6, None, torch.tensor([2.0], device="cuda"), False, False))
 
     def f(t):
         y, scale_inv, amax = normtune.rms_norm_fp8(t * 2, w, scale)

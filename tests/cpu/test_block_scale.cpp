@@ -197,5 +197,39 @@ TEST(BlockScaleLayout, FormatsShapesAndOffsets) {
   }
 }
 
+// NVFP4's column-wise scales (TransformerEngine's layout: the row-wise scales of the transpose
+// [hidden, rows]): [roundup(hidden, 128), roundup(rows / 16, 4)]; the scale of (16-row block
+// rb, column c) at c * cols + rb, or swizzled in the transpose's 128 x 4 tiles of 512 scales
+// (written out here); every (c, rb) of the padded tensor its own place; MXFP8 and NVFP4 are
+// the formats with column-wise data.
+TEST(BlockScaleLayout, Nvfp4ColumnwiseShapesAndOffsets) {
+  EXPECT_TRUE(has_colwise_format(ScalingMode::kMxfp8_1D) && has_colwise_format(ScalingMode::kNvfp4_1D));
+  EXPECT_FALSE(has_colwise_format(ScalingMode::kMxfp4_1D) || has_colwise_format(ScalingMode::kBlock1D) ||
+               has_colwise_format(ScalingMode::kNone));
+  EXPECT_EQ(nvfp4_colwise_scale_rows(7168), 7168);
+  EXPECT_EQ(nvfp4_colwise_scale_rows(2064), 2176);
+  EXPECT_EQ(nvfp4_colwise_scale_cols(48), 4);    // 3 blocks -> 4
+  EXPECT_EQ(nvfp4_colwise_scale_cols(208), 16);  // 13 -> 16
+  EXPECT_EQ(nvfp4_colwise_scale_cols(16), 4);
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{208, 400}, std::pair<int64_t, int64_t>{48, 128},
+                                     std::pair<int64_t, int64_t>{1024, 256}}) {
+    const int64_t srows = nvfp4_colwise_scale_rows(hidden), scols = nvfp4_colwise_scale_cols(rows);
+    for (const bool sw : {false, true}) {
+      std::set<int64_t> seen;
+      for (int64_t c = 0; c < srows; ++c) {
+        for (int64_t rb = 0; rb < scols; ++rb) {
+          const int64_t at = nvfp4_colwise_scale_offset(rb, c, rows, hidden, sw);
+          const int64_t want = sw ? ((c / 128) * (scols / 4) + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4
+                                  : c * scols + rb;
+          ASSERT_EQ(at, want) << rows << "x" << hidden << " c " << c << " rb " << rb << " swizzled " << sw;
+          seen.insert(at);
+        }
+      }
+      EXPECT_EQ(seen.size(), static_cast<size_t>(srows * scols)) << rows << "x" << hidden;
+      EXPECT_EQ(*seen.rbegin(), srows * scols - 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normtune

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include <normtune/common/device_info.h>
@@ -424,6 +425,124 @@ TEST_F(FwdErrors, Mxfp8OutputBuffers) {
                                              "elements), got 48")));
 }
 
+// NVFP4 with column-wise data (TransformerEngine's layout, kernels/block_scale.h): the
+// transpose, e2m1 of shape [hidden, rows], rows a multiple of 16; E4M3 scales [roundup(hidden,
+// 128), roundup(rows / 16, 4)]; an optional column-wise global amax (one fp32, read: apart from
+// every output, the row-wise global amax apart from the column-wise outputs too); the
+// column-wise buffers present, aligned and apart. MXFP4 and 1x128 FP8 stay row-wise only.
+TEST_F(FwdErrors, Nvfp4ColumnwiseBuffers) {
+  constexpr size_t kR = 48;  // three 16-row blocks: column-wise scales [4096, roundup(3, 4)] = [4096, 4]
+  Handle x48{fake(0x100000), {kR, kHidden}, kNVTEBFloat16}, rs48{fake(0x600000), {kR}, kNVTEFloat32},
+      mu48{fake(0x500000), {kR}, kNVTEFloat32}, res48{fake(0x700000), {kR, kHidden}, kNVTEBFloat16},
+      res_out48{fake(0x800000), {kR, kHidden}, kNVTEBFloat16};
+  auto calls = [&](const Handle& out) {
+    return std::vector<std::function<void()>>{
+        [&] { nvte_rmsnorm_fwd(x48, gamma, 1e-5f, out, rs48, workspace, 0, false, nullptr); },
+        [&] { nvte_layernorm_fwd(x48, gamma, beta, 1e-5f, out, mu48, rs48, workspace, 0, false, nullptr); },
+        [&] { normtune_rmsnorm_add_fwd(x48, res48, gamma, 1e-5f, out, res_out48, rs48, workspace, 0, false, nullptr); }};
+  };
+  auto expect = [&](const Handle& out, const char* fragment) {
+    for (const auto& call : calls(out)) EXPECT_THAT(call, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  auto accepted = [&](const Handle& out) {
+    for (const auto& call : calls(out)) expect_rejected_after_the_data_checks(call);
+  };
+  Handle nv{NVTE_NVFP4_1D_SCALING, fake(0x400000), {kR, kHidden}, kNVTEFloat4E2M1};
+  nv.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+  nv.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  accepted(nv);
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00300), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected no buffer without column-wise data "
+             "(kNVTEColumnwiseData), got a buffer of shape [1]");
+  nv.set_param(kNVTEColumnwiseAmax, nullptr, {1}, kNVTEFloat32);
+  // The data: the transpose, in e2m1.
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kR}, kNVTEFloat8E4M3);
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected fp4e2m1 of shape [4096, 48] = [hidden, "
+             "rows] (NVFP4's column-wise data is the transpose), got fp8e4m3 of shape [4096, 48]");
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kR, kHidden}, kNVTEFloat4E2M1);  // MXFP8's layout, not NVFP4's
+  expect(nv, "got fp4e2m1 of shape [48, 4096]");
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kR}, kNVTEFloat4E2M1);
+  // Its scales.
+  expect(nv, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected the column-wise E4M3 block "
+             "scales, fp8e4m3 of shape [4096, 4], got none");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4096, 4}, kNVTEFloat8E8M0);
+  expect(nv, "expected fp8e4m3 of shape [4096, 4] = [roundup(hidden, 128), roundup(rows / 16, 4)], got e8m0 of "
+             "shape [4096, 4]");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4, 4096}, kNVTEFloat8E4M3);  // MXFP8's orientation
+  expect(nv, "got fp8e4m3 of shape [4, 4096]");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4096, 4}, kNVTEFloat8E4M3);
+  accepted(nv);  // the column-wise encode scale from z.amax
+  // The column-wise global amax: one fp32, read.
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00300), {2}, kNVTEFloat32);
+  expect(nv, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected one fp32 value (NVFP4: the column-wise "
+             "global amax, read), got fp32 of shape [2]");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00300), {1}, kNVTEBFloat16);
+  expect(nv, "got bf16 of shape [1]");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00302), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected a pointer aligned to 4 bytes");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0x600000), {1}, kNVTEFloat32);  // rsigma's memory
+  expect(nv, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected memory separate from 'rsigma'");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xC00000 + 256), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.columnwise_amax (kNVTEColumnwiseAmax)': expected memory separate from 'z.columnwise_data "
+             "(kNVTEColumnwiseData)'");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xD00000 + 64), {1}, kNVTEFloat32);
+  expect(nv, "expected memory separate from 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)'");
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00200), {1}, kNVTEFloat32);  // the row-wise amax's: both only read
+  accepted(nv);
+  nv.set_param(kNVTEColumnwiseAmax, fake(0xA00300), {1}, kNVTEFloat32);
+  accepted(nv);
+  // The row-wise global amax apart from the column-wise outputs.
+  nv.set_param(kNVTEAmax, fake(0xD00000 + 128), {1}, kNVTEFloat32);
+  expect(nv, "argument 'z.amax (kNVTEAmax)': expected memory separate from 'z.columnwise_scale_inv "
+             "(kNVTEColumnwiseScaleInv)'");
+  nv.set_param(kNVTEAmax, fake(0xA00200), {1}, kNVTEFloat32);
+  // The column-wise buffers' data: present, aligned, apart from every argument and each other.
+  nv.set_param(kNVTEColumnwiseData, nullptr, {kHidden, kR}, kNVTEFloat4E2M1);
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a device pointer to 196608 elements, "
+             "got NULL");
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00008), {kHidden, kR}, kNVTEFloat4E2M1);
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a 16-byte aligned pointer (NVFP4)");
+  nv.set_param(kNVTEColumnwiseData, fake(0x400000 + 4096), {kHidden, kR}, kNVTEFloat4E2M1);  // inside z's row-wise data
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected memory separate from 'z'");
+  nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kR}, kNVTEFloat4E2M1);
+  nv.set_param(kNVTEColumnwiseScaleInv, nullptr, {4096, 4}, kNVTEFloat8E4M3);
+  expect(nv, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected a device pointer to 16384 E4M3 "
+             "scales, got NULL");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xC00000 + 1024), {4096, 4}, kNVTEFloat8E4M3);
+  expect(nv, "expected memory separate from 'z.columnwise_data (kNVTEColumnwiseData)'");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xB00000 + 64), {4096, 4}, kNVTEFloat8E4M3);
+  expect(nv, "argument 'z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)': expected memory separate from "
+             "'z.scale_inv (kNVTERowwiseScaleInv)'");
+  nv.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4096, 4}, kNVTEFloat8E4M3);
+  const uint8_t swizzled = 1;  // both scale tensors swizzled
+  nvte_set_tensor_param_v2(nv, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+  accepted(nv);
+  // A row count that is not whole 16-row blocks.
+  {
+    Handle x40{fake(0x100000), {40, kHidden}, kNVTEBFloat16}, rs40{fake(0x600000), {40}, kNVTEFloat32},
+        nv40{NVTE_NVFP4_1D_SCALING, fake(0x400000), {40, kHidden}, kNVTEFloat4E2M1};
+    nv40.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 256}, kNVTEFloat8E4M3);
+    nv40.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, 40}, kNVTEFloat4E2M1);
+    nv40.set_param(kNVTEColumnwiseScaleInv, fake(0xD00000), {4096, 4}, kNVTEFloat8E4M3);
+    EXPECT_THAT([&] { nvte_rmsnorm_fwd(x40, gamma, 1e-5f, nv40, rs40, workspace, 0, false, nullptr); },
+                ThrowsMessage<Error>(HasSubstr("argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a row "
+                                               "count divisible by 16 (NVFP4 column-wise blocks are 16 rows of a "
+                                               "column), got 40")));
+  }
+  // MXFP4 and 1x128 FP8: row-wise only.
+  {
+    Handle mx4{NVTE_NORMTUNE_MXFP4_1D_SCALING, fake(0x400000), {kR, kHidden}, kNVTEFloat4E2M1};
+    mx4.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {128, 128}, kNVTEFloat8E8M0);
+    mx4.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kR}, kNVTEFloat4E2M1);
+    expect(mx4, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected no column-wise data (MXFP4 z is "
+                "row-wise only here; MXFP8 and NVFP4 also have column-wise)");
+    Handle b128{NVTE_BLOCK_SCALING_1D, fake(0x400000), {kR, kHidden}, kNVTEFloat8E4M3};
+    b128.set_param(kNVTERowwiseScaleInv, fake(0xB00000), {32, 48}, kNVTEFloat32);
+    b128.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kR}, kNVTEFloat8E4M3);
+    expect(b128, "expected no column-wise data (");
+  }
+}
+
 // NVFP4, MXFP4 and FP8 with 1x128 block scales (kernels/block_scale.h): the data's dtype,
 // hidden a multiple of the block, the scales' dtype and TransformerEngine's shape, no
 // per-tensor buffers but NVFP4's global amax (read: apart from every output), no column-wise
@@ -489,9 +608,10 @@ TEST_F(FwdErrors, BlockScaledOutputBuffers) {
     expect(four_over_six, "argument 'z (kNVTENVFP4E4M3Max)': expected 448 (256 belongs to 4over6 quantization, not "
                           "supported), got 256");
   }
+  // Column-wise data (Nvfp4ColumnwiseBuffers below) needs rows in whole 16-row blocks.
   nv.set_param(kNVTEColumnwiseData, fake(0xC00000), {kHidden, kRows}, kNVTEFloat4E2M1);
-  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected no column-wise data (NVFP4 z is row-wise "
-             "only here; MXFP8 also has column-wise)");
+  expect(nv, "argument 'z.columnwise_data (kNVTEColumnwiseData)': expected a row count divisible by 16 (NVFP4 "
+             "column-wise blocks are 16 rows of a column), got 8");
   nv.set_param(kNVTEColumnwiseData, nullptr, {0}, kNVTEFloat4E2M1);
   // Data: scales present and apart, z and the inputs 16-byte aligned; swizzled scales fine.
   nv.set_param(kNVTERowwiseScaleInv, nullptr, {128, 256}, kNVTEFloat8E4M3);

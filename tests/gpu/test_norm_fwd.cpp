@@ -1146,12 +1146,16 @@ struct BlockCase {
   bool zero_centered;
   enum class Amax { kNone, kFromData, kOne } amax = Amax::kNone;  // NVFP4's global amax
   size_t nan_row = SIZE_MAX;  // a row whose x holds a NaN (its outputs are NaN)
+  bool columnwise = false;    // NVFP4: column-wise data too (the transpose)
+  bool own_col_amax = false;  // with a column-wise global amax of its own (twice the row-wise one; 1 without one)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
                           hidden, " ", dtype_name(t), " -> ", scaling_mode_name(mode), " ", dtype_name(o),
-                          swizzled ? " swizzled" : " compact", zero_centered ? " zero-centered" : "",
+                          columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
+                          zero_centered ? " zero-centered" : "",
                           amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "",
+                          own_col_amax ? " column-wise amax 2x" : "",
                           nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string());
   }
 };
@@ -1166,10 +1170,14 @@ NVTEScalingMode nvte_mode(ScalingMode m) {
   }
 }
 
+inline constexpr size_t kColwiseGuard = 512;  // e2m1 elements (256 bytes)
+
 struct BlockRun {
-  size_t srows = 0, scols = 0;
+  size_t srows = 0, scols = 0, crows = 0, ccols = 0;  // the scale tensors' shapes
   float global_amax = -1.f;  // what the call was given (< 0: none)
+  float col_amax = -1.f;     // the column-wise global amax given (< 0: none)
   HostArray z, z_again, scales, scales_again, rsigma, mu, residual_out;
+  HostArray zc, zc_again, cscales, cscales_again;  // NVFP4 column-wise
   reference::FwdOutputs want;
   KernelChoice kernel;
 };
@@ -1206,11 +1214,22 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
   HostArray amax_h(f32, 1);
   amax_h.set(0, r.global_amax);
   DeviceArray damax = DeviceArray::from_host(amax_h);
+  if (k.columnwise) {
+    r.crows = static_cast<size_t>(nvfp4_colwise_scale_rows(static_cast<int64_t>(k.hidden)));
+    r.ccols = static_cast<size_t>(nvfp4_colwise_scale_cols(static_cast<int64_t>(k.rows)));
+    if (k.own_col_amax) r.col_amax = 2 * std::max(r.global_amax, 0.5f);
+  }
+  // (Column-wise data: kColwiseGuard elements past its end, poisoned too, must stay so.)
+  DeviceArray dzc(k.o, k.columnwise ? n + kColwiseGuard : 0), dcscales(sdtype, r.crows * r.ccols);
+  HostArray col_amax_h(f32, 1);
+  col_amax_h.set(0, r.col_amax);
+  DeviceArray dcol_amax = DeviceArray::from_host(col_amax_h);
   TensorHandle tx(dx, {k.rows, k.hidden}), tres(dres, {k.rows, k.hidden}), tg(dg, {k.hidden}), tb(db, {k.hidden}),
       tres_out(dres_out, {k.rows, k.hidden}), tmu(dmu, {k.rows}), trs(drs, {k.rows});
   auto call = [&](uint8_t z_poison) {
-    for (DeviceArray* out : {&dres_out, &dmu, &drs, &dscales}) out->poison();
+    for (DeviceArray* out : {&dres_out, &dmu, &drs, &dscales, &dcscales}) out->poison();
     dz.poison(z_poison);
+    dzc.poison(z_poison);
     const NVTETensor tz = nvte_create_tensor(nvte_mode(k.mode));
     auto set = [&](NVTETensorParam param, void* ptr, DType t, std::vector<size_t> dims) {
       const NVTEBasicTensor bt{ptr, static_cast<NVTEDType>(t), nvte_make_shape(dims.data(), dims.size())};
@@ -1219,6 +1238,11 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
     set(kNVTERowwiseData, dz.ptr, k.o, {k.rows, k.hidden});
     set(kNVTERowwiseScaleInv, dscales.ptr, sdtype, {r.srows, r.scols});
     if (r.global_amax >= 0) set(kNVTEAmax, damax.ptr, f32, {1});
+    if (k.columnwise) {
+      set(kNVTEColumnwiseData, dzc.ptr, k.o, {k.hidden, k.rows});
+      set(kNVTEColumnwiseScaleInv, dcscales.ptr, sdtype, {r.crows, r.ccols});
+      if (r.col_amax >= 0) set(kNVTEColumnwiseAmax, dcol_amax.ptr, f32, {1});
+    }
     const uint8_t swizzled = k.swizzled ? 1 : 0;
     nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
     call_with_workspace([&](NVTETensor ws) {
@@ -1236,9 +1260,13 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
   r.kernel = last_kernel();
   r.z = dz.to_host();
   r.scales = dscales.to_host();
+  r.zc = dzc.to_host();
+  r.cscales = dcscales.to_host();
   call(0x77);
   r.z_again = dz.to_host();
   r.scales_again = dscales.to_host();
+  r.zc_again = dzc.to_host();
+  r.cscales_again = dcscales.to_host();
   r.rsigma = drs.to_host();
   r.mu = dmu.to_host();
   r.residual_out = dres_out.to_host();
@@ -1267,72 +1295,63 @@ uint32_t block_scale_of(ScalingMode m, DType o, float amax, float s_enc, double*
   }
 }
 
-// Every block of a run against the fp64 reference: its scale equal to the one computed from
-// the reference's amax (E8M0, E4M3: except one step where the amax is within rounding of a
-// step, counted; fp32 scale_inv: within 1e-5), each code, taken with the kernel's scale, equal
-// to the reference's code except at midpoint straddles (counted); every element and scale
-// written the same way twice (two poisons), the scale tensor's padding left as it was; then
-// mu, rsigma and residual_out.
-void expect_block_output(const BlockCase& k, const BlockRun& r) {
-  EXPECT_TRUE(same_bits(r.z_again, r.z, "z under another poison (every element written, the same bits)"));
-  EXPECT_TRUE(same_bits(r.scales_again, r.scales, "the scales run to run"));
-  const ScalingMode m = k.mode;
-  const size_t block = static_cast<size_t>(block_elements(m));
+// One block of a block-scaled output against the fp64 reference: elems are the block's
+// elements' indices into the reference z, got_at the same elements' indices into `got`; its
+// scale (at offset `at` of `scales`) equal to the one computed from the reference's amax
+// (E8M0, E4M3: except one step where the amax is within rounding of a step, counted; fp32
+// scale_inv: within 1e-5), each code, taken with the kernel's scale, equal to the reference's
+// code except at midpoint straddles (counted).
+void check_scaled_block(ScalingMode m, DType o, const std::vector<double>& want, const HostArray& got,
+                        const std::vector<size_t>& elems, const std::vector<size_t>& got_at, const HostArray& scales,
+                        size_t at, float s_enc, std::vector<bool>& written, MxTally& tally, const std::string& where) {
   const bool fp32_scales = block_scale_dtype(m) == DType::kFloat32;
-  const float s_enc = m == ScalingMode::kNvfp4_1D ? nvfp4_encode_scale(r.global_amax >= 0 ? r.global_amax : 0.f) : 1.f;
-  std::vector<bool> written(r.srows * r.scols, false);
-  MxTally tally;
-  HostArray code(k.o, 1);
-  const size_t blocks = static_cast<size_t>(blocks_per_row(m, static_cast<int64_t>(k.hidden)));
-  for (size_t row = 0; row < k.rows; ++row) {
-    for (size_t blk = 0; blk < blocks; ++blk) {
-      const size_t len = std::min(block, k.hidden - blk * block);  // (1x128: the last block may be partial)
-      double amax = 0;
-      for (size_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(r.want.z[row * k.hidden + blk * block + j]));
-      const auto at = static_cast<size_t>(block_scale_offset(m, static_cast<int64_t>(row), static_cast<int64_t>(blk),
-                                                             static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden),
-                                                             k.swizzled));
-      written[at] = true;
-      ++tally.blocks;
-      double mult = 0;
-      const uint32_t want_scale = block_scale_of(m, k.o, static_cast<float>(amax), s_enc, &mult);
-      uint32_t got_scale = r.scales.raw[at];
-      if (fp32_scales) std::memcpy(&got_scale, r.scales.raw.data() + 4 * at, 4);
-      const std::string where = detail::concat("row ", row, " block ", blk);
-      if (fp32_scales) {
-        const double got = bits_float(got_scale), want = bits_float(want_scale);
-        if (!(std::fabs(got - want) <= 1e-5 * want) && ++tally.wrong <= 5) {
-          ADD_FAILURE() << where << ": scale_inv " << got << ", want " << want;
-        }
-        mult = 1.0 / got;
-      } else if (got_scale != want_scale) {
-        double unused;
-        const uint32_t lo = block_scale_of(m, k.o, static_cast<float>(amax * (1 - 1e-5)), s_enc, &unused);
-        const uint32_t hi = block_scale_of(m, k.o, static_cast<float>(amax * (1 + 1e-5)), s_enc, &unused);
-        if (got_scale == lo || got_scale == hi) {
-          ++tally.scale_diffs;
-        } else if (++tally.wrong <= 5) {
-          ADD_FAILURE() << where << ": scale " << got_scale << ", want " << want_scale;
-        }
-        mult = m == ScalingMode::kMxfp4_1D ? mx_inverse_scale(static_cast<uint8_t>(got_scale))
-                                           : nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(got_scale)),
-                                                                    1.f / s_enc);
-      }
-      for (size_t j = 0; j < len; ++j) {
-        const size_t i = row * k.hidden + blk * block + j;
-        ++tally.codes;
-        const double target = r.want.z[i] * mult;
-        code.set(0, target);
-        const double ref = code.get(0), got = r.z.get(i);
-        if (got == ref || (std::isnan(got) && std::isnan(ref))) continue;  // (fp8 NaN for a NaN value)
-        if (midpoint_straddle(got, ref, target, mult)) {
-          ++tally.flips;
-        } else if (++tally.wrong <= 5) {
-          ADD_FAILURE() << where << ": z[" << i << "] = " << got << ", want " << ref << " (exact " << target << ")";
-        }
-      }
+  double amax = 0;
+  for (size_t i : elems) amax = std::max(amax, std::fabs(want[i]));
+  written[at] = true;
+  ++tally.blocks;
+  double mult = 0;
+  const uint32_t want_scale = block_scale_of(m, o, static_cast<float>(amax), s_enc, &mult);
+  uint32_t got_scale = scales.raw[at];
+  if (fp32_scales) std::memcpy(&got_scale, scales.raw.data() + 4 * at, 4);
+  if (fp32_scales) {
+    const double g = bits_float(got_scale), w = bits_float(want_scale);
+    if (!(std::fabs(g - w) <= 1e-5 * w) && ++tally.wrong <= 5) {
+      ADD_FAILURE() << where << ": scale_inv " << g << ", want " << w;
+    }
+    mult = 1.0 / g;
+  } else if (got_scale != want_scale) {
+    double unused;
+    const uint32_t lo = block_scale_of(m, o, static_cast<float>(amax * (1 - 1e-5)), s_enc, &unused);
+    const uint32_t hi = block_scale_of(m, o, static_cast<float>(amax * (1 + 1e-5)), s_enc, &unused);
+    if (got_scale == lo || got_scale == hi) {
+      ++tally.scale_diffs;
+    } else if (++tally.wrong <= 5) {
+      ADD_FAILURE() << where << ": scale " << got_scale << ", want " << want_scale;
+    }
+    mult = m == ScalingMode::kMxfp4_1D ? mx_inverse_scale(static_cast<uint8_t>(got_scale))
+                                       : nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(got_scale)),
+                                                                1.f / s_enc);
+  }
+  HostArray code(o, 1);
+  for (size_t j = 0; j < elems.size(); ++j) {
+    ++tally.codes;
+    const double target = want[elems[j]] * mult;
+    code.set(0, target);
+    const double ref = code.get(0), g = got.get(got_at[j]);
+    if (g == ref || (std::isnan(g) && std::isnan(ref))) continue;  // (fp8 NaN for a NaN value)
+    if (midpoint_straddle(g, ref, target, mult)) {
+      ++tally.flips;
+    } else if (++tally.wrong <= 5) {
+      ADD_FAILURE() << where << ": element " << elems[j] << " = " << g << ", want " << ref << " (exact " << target
+                    << ")";
     }
   }
+}
+
+// The tally's bounds and the scale tensor's padding (poisoned with 0xFF) left as it was.
+void expect_block_tally(ScalingMode m, const MxTally& tally, const HostArray& scales, const std::vector<bool>& written,
+                        const char* what) {
+  SCOPED_TRACE(what);
   EXPECT_EQ(tally.wrong, 0u);
   EXPECT_LE(tally.scale_diffs, std::max<size_t>(2, tally.blocks / 1000));
   // At most 1e-4 of the codes flip (the bound), but 5e-4 for 1x128 FP8. A flip needs
@@ -1346,16 +1365,138 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
   // reference's.)
   const size_t flip_share = m == ScalingMode::kBlock1D ? 2000 : 10000;
   EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
-  const size_t width = fp32_scales ? 4 : 1;
+  const size_t width = block_scale_dtype(m) == DType::kFloat32 ? 4 : 1;
   size_t padding_touched = 0;
   for (size_t i = 0; i < written.size(); ++i) {
     if (written[i]) continue;
-    for (size_t b = 0; b < width; ++b) padding_touched += r.scales.raw[i * width + b] != 0xFF ? 1 : 0;
+    for (size_t b = 0; b < width; ++b) padding_touched += scales.raw[i * width + b] != 0xFF ? 1 : 0;
   }
   EXPECT_EQ(padding_touched, 0u) << "the scale tensor's padding is left as it was";
+}
+
+// Every block of a run against the fp64 reference (check_scaled_block), every element and
+// scale written the same way twice (two poisons), the scale tensor's padding left as it was;
+// then mu, rsigma and residual_out.
+void expect_block_output(const BlockCase& k, const BlockRun& r) {
+  EXPECT_TRUE(same_bits(r.z_again, r.z, "z under another poison (every element written, the same bits)"));
+  EXPECT_TRUE(same_bits(r.scales_again, r.scales, "the scales run to run"));
+  const ScalingMode m = k.mode;
+  const size_t block = static_cast<size_t>(block_elements(m));
+  const float s_enc = m == ScalingMode::kNvfp4_1D ? nvfp4_encode_scale(r.global_amax >= 0 ? r.global_amax : 0.f) : 1.f;
+  std::vector<bool> written(r.srows * r.scols, false);
+  MxTally tally;
+  std::vector<size_t> elems;
+  const size_t blocks = static_cast<size_t>(blocks_per_row(m, static_cast<int64_t>(k.hidden)));
+  for (size_t row = 0; row < k.rows; ++row) {
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      const size_t len = std::min(block, k.hidden - blk * block);  // (1x128: the last block may be partial)
+      elems.resize(len);
+      for (size_t j = 0; j < len; ++j) elems[j] = row * k.hidden + blk * block + j;
+      const auto at = static_cast<size_t>(block_scale_offset(m, static_cast<int64_t>(row), static_cast<int64_t>(blk),
+                                                             static_cast<int64_t>(k.rows), static_cast<int64_t>(k.hidden),
+                                                             k.swizzled));
+      check_scaled_block(m, k.o, r.want.z, r.z, elems, elems, r.scales, at, s_enc, written, tally,
+                         detail::concat("row ", row, " block ", blk));
+    }
+  }
+  expect_block_tally(m, tally, r.scales, written, "row-wise");
   expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
   const char* tag = m == ScalingMode::kNvfp4_1D ? "_nvfp4_" : m == ScalingMode::kMxfp4_1D ? "_mxfp4_" : "_block1d_";
   EXPECT_THAT(r.kernel.name, HasSubstr(tag)) << "the block-scaled kernel of z's format";
+}
+
+// NVFP4's column-wise output of a run: the transpose [hidden, rows] (the codes of column c,
+// rows 2i and 2i + 1, in byte c * rows / 2 + i, low nibble first), one E4M3 scale per 16 rows
+// of a column from the column-wise global amax (the row-wise one when the call gave none),
+// each block against the fp64 reference (check_scaled_block); the scale's place written out
+// here from TransformerEngine's layout, not from the library's nvfp4_colwise_scale_offset: the
+// transpose's row-wise scales [roundup(hidden, 128), roundup(rows / 16, 4)], compact, or in
+// 128x4 tiles of 512 (tile (c / 128, rb / 4), then (c % 32) * 16 + ((c % 128) / 32) * 4 +
+// rb % 4). Every element and scale written, the same way twice; the padding left as it was.
+void expect_nvfp4_colwise_output(const BlockCase& k, const BlockRun& r) {
+  const size_t bytes = k.rows * k.hidden / 2;  // the data; the guard after it
+  ASSERT_EQ(r.zc.raw.size(), bytes + kColwiseGuard / 2);
+  EXPECT_TRUE(std::equal(r.zc.raw.begin(), r.zc.raw.begin() + static_cast<std::ptrdiff_t>(bytes), r.zc_again.raw.begin()))
+      << "column-wise z under another poison (every element written, the same bits)";
+  size_t guard_touched = 0;
+  for (size_t i = bytes; i < r.zc.raw.size(); ++i) {
+    guard_touched += r.zc.raw[i] != 0xFF || r.zc_again.raw[i] != 0x77 ? 1 : 0;
+  }
+  EXPECT_EQ(guard_touched, 0u) << "bytes written past the end of the column-wise data";
+  EXPECT_TRUE(same_bits(r.cscales_again, r.cscales, "the column-wise scales run to run"));
+  const ScalingMode m = ScalingMode::kNvfp4_1D;
+  const float amax = r.col_amax >= 0 ? r.col_amax : r.global_amax;
+  const float s_enc = nvfp4_encode_scale(amax >= 0 ? amax : 0.f);
+  auto scale_at = [&](size_t rb, size_t c) {
+    if (!k.swizzled) return c * r.ccols + rb;
+    return ((c / 128) * (r.ccols / 4) + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4;
+  };
+  std::vector<bool> written(r.crows * r.ccols, false);
+  MxTally tally;
+  constexpr size_t kB = kNvfp4Block;
+  std::vector<size_t> elems(kB), got_at(kB);
+  const size_t row_blocks = k.rows / kB;
+  for (size_t c = 0; c < k.hidden; ++c) {
+    for (size_t rb = 0; rb < row_blocks; ++rb) {
+      for (size_t i = 0; i < kB; ++i) {
+        const size_t row = rb * kB + i;
+        elems[i] = row * k.hidden + c;
+        got_at[i] = c * k.rows + row;
+      }
+      check_scaled_block(m, k.o, r.want.z, r.zc, elems, got_at, r.cscales, scale_at(rb, c), s_enc, written, tally,
+                         detail::concat("column ", c, " row block ", rb));
+    }
+  }
+  expect_block_tally(m, tally, r.cscales, written, "column-wise");
+  EXPECT_EQ(static_cast<size_t>(std::count(written.begin(), written.end(), true)), row_blocks * k.hidden)
+      << "one distinct scale per column block";
+}
+
+// NVFP4 z with column-wise data (kernels/norm_fwd_mx_tile.cuh, norm_fwd_mx_cluster.cuh): the
+// row-wise output as in Nvfp4OutputRowwise and, in the same call, the column-wise one (the
+// transpose, expect_nvfp4_colwise_output), encoded with the column-wise global amax when the
+// call gives one (here twice the data's, so its codes differ from an encoding with the
+// row-wise one), else the row-wise one. Compact and swizzled scales; row counts from 16 (one
+// column block) to 208 (not a multiple of 32: the last tile's second half absent); hidden
+// sizes of odd 16-column blocks (the slices' unit); tiles on clusters and rows too long for
+// them (the streamed tile kernel, with its column splits: 16 x 65552 bf16, a row of 4097 blocks
+// of 16, and 48 x 65536 with the fused add); slices of an odd number of 16-column blocks over
+// several CTAs of a cluster (bf16 1040: 33 + 32 blocks; fp32 2064: five CTAs of 26 or fewer,
+// 80 rows); the fused add; a NaN row; no write past the end of the column-wise data.
+TEST_F(NormFwdGpu, Nvfp4OutputRowwiseAndColumnwise) {
+  const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
+  const ScalingMode nv = ScalingMode::kNvfp4_1D;
+  using A = BlockCase::Amax;
+  auto both = [](BlockCase k, bool own_col_amax = false) {
+    k.columnwise = true;
+    k.own_col_amax = own_col_amax;
+    return k;
+  };
+  BlockCase nan_case{NormType::kRMSNorm, false, bf, f4, nv, 32, 2048, false, false, A::kFromData, 2};
+  for (const BlockCase& k : {both({NormType::kRMSNorm, false, bf, f4, nv, 64, 4096, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 208, 7168, true, false, A::kFromData}, true),
+                             both({NormType::kLayerNorm, false, hf, f4, nv, 48, 2048, false, true, A::kNone}),
+                             both({NormType::kLayerNorm, false, hf, f4, nv, 48, 2048, false, false, A::kNone}, true),
+                             both({NormType::kRMSNorm, true, bf, f4, nv, 32, 4096, true, false, A::kFromData}, true),
+                             both({NormType::kRMSNorm, true, hf, f4, nv, 80, 1024, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 48, 8192, true, false, A::kFromData}),
+                             both({NormType::kLayerNorm, false, bf, f4, nv, 16, 32768, true, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, f32, f4, nv, 16, 65536, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, true, bf, f4, nv, 48, 65536, false, false, A::kFromData}),
+                             both({NormType::kLayerNorm, false, bf, f4, nv, 16, 16, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 112, 48, true, false, A::kOne}),
+                             both({NormType::kLayerNorm, false, f32, f4, nv, 32, 80, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 48, 1040, true, false, A::kFromData}, true),
+                             both({NormType::kLayerNorm, false, f32, f4, nv, 80, 2064, false, false, A::kFromData}),
+                             both({NormType::kRMSNorm, false, bf, f4, nv, 16, 65552, true, false, A::kFromData}),
+                             both(nan_case)}) {
+    SCOPED_TRACE(k.describe());
+    const BlockRun r = run_block(k, 97);
+    EXPECT_FALSE(r.kernel.tuned) << "column-wise output takes the general kernel";
+    expect_block_output(k, r);
+    expect_nvfp4_colwise_output(k, r);
+    if (HasFailure()) return;
+  }
 }
 
 // NVFP4 z (TransformerEngine 2.18's arithmetic): e2m1 codes two per byte, an E4M3 scale per 16

@@ -227,11 +227,16 @@ void check_scale_tensor(const BasicTensor& s, const char* name, const char* what
 // for NVFP4 and MXFP4), hidden a multiple of the block (of 16 for 1x128 FP8, whose last block
 // may be partial), its scales in scale_inv, shaped as
 // TransformerEngine allocates them (the padding is not written); no per-tensor scale; an
-// amax only for NVFP4 (its global amax, read). MXFP8 may have column-wise data too: FP8 of
-// the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a column in
-// columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no column-wise
-// amax. (Column-wise data alone is refused by check_call: the norm's output is read
-// row-wise by the next GEMM's forward.)
+// amax only for NVFP4 (its global amax, read). MXFP8 and NVFP4 may have column-wise data too:
+//   MXFP8: FP8 of the row-wise dtype and shape [rows, hidden], one E8M0 scale per 32 rows of a
+//     column in columnwise_scale_inv, [roundup(ceil(rows / 32), 4), roundup(hidden, 128)]; no
+//     column-wise amax.
+//   NVFP4 (TransformerEngine's layout): the transpose, e2m1 of shape [hidden, rows], one E4M3
+//     scale per 16 rows of a column in columnwise_scale_inv, [roundup(hidden, 128),
+//     roundup(rows / 16, 4)] (the transpose's row-wise scales); rows a multiple of 16; the
+//     column-wise global amax in columnwise_amax (read; none: z.amax's, as TE's quantizer).
+// (Column-wise data alone is refused by check_call: the norm's output is read row-wise by
+// the next GEMM's forward.)
 void check_block_scaled_output(const Tensor& z, ScalingMode mode, size_t rows, size_t hidden) {
   const char* format = block_format_name(mode);
   const bool fp4 = block_codes_fp4(mode);
@@ -245,27 +250,51 @@ void check_block_scaled_output(const Tensor& z, ScalingMode mode, size_t rows, s
                                     block, " elements", multiple == block ? "" : ", a row's last one may be partial",
                                     ")"),
                      hidden);
+  constexpr const char* kC = "z.columnwise_data (kNVTEColumnwiseData)";
   constexpr const char* kCs = "z.columnwise_scale_inv (kNVTEColumnwiseScaleInv)";
-  if (mode != ScalingMode::kMxfp8_1D) {
-    NORMTUNE_CHECK_ARG(!z.has_columnwise_data(), "z.columnwise_data (kNVTEColumnwiseData)",
+  constexpr const char* kCa = "z.columnwise_amax (kNVTEColumnwiseAmax)";
+  if (!has_colwise_format(mode)) {
+    NORMTUNE_CHECK_ARG(!z.has_columnwise_data(), kC,
                        detail::concat("no column-wise data (", block_format_short(mode),
-                                      " z is row-wise only here; MXFP8 also has column-wise)"),
+                                      " z is row-wise only here; MXFP8 and NVFP4 also have column-wise)"),
                        detail::concat("a buffer of shape ", z.columnwise_data.shape.str()));
   }
   NORMTUNE_CHECK_ARG(z.has_columnwise_data() || !is_given(z.columnwise_scale_inv), kCs,
                      "no buffer without column-wise data (kNVTEColumnwiseData)",
                      detail::concat("a buffer of shape ", z.columnwise_scale_inv.shape.str()));
-  if (z.has_columnwise_data()) {
+  const auto rows64 = static_cast<int64_t>(rows), hidden64 = static_cast<int64_t>(hidden);
+  if (z.has_columnwise_data() && mode == ScalingMode::kMxfp8_1D) {
     const BasicTensor& c = z.columnwise_data;
-    NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, "z.columnwise_data (kNVTEColumnwiseData)",
+    NORMTUNE_CHECK_ARG(c.dtype == z.data.dtype && c.shape == z.data.shape, kC,
                        detail::concat(dtype_name(z.data.dtype), " of shape ", z.data.shape.str(), " (the row-wise data's)"),
                        detail::concat(dtype_name(c.dtype), " of shape ", c.shape.str()));
     check_scale_tensor(z.columnwise_scale_inv, kCs, "the column-wise E8M0 block scales", DType::kFloat8E8M0,
-                       Shape{static_cast<size_t>(mx_colwise_scale_rows(static_cast<int64_t>(rows))),
-                             static_cast<size_t>(mx_colwise_scale_cols(static_cast<int64_t>(hidden)))},
+                       Shape{static_cast<size_t>(mx_colwise_scale_rows(rows64)),
+                             static_cast<size_t>(mx_colwise_scale_cols(hidden64))},
                        "[roundup(ceil(rows / 32), 4), roundup(hidden, 128)]");
-    NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), "z.columnwise_amax (kNVTEColumnwiseAmax)",
-                       "no buffer (an MXFP8 z has block scales only)",
+    NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), kCa, "no buffer (an MXFP8 z has block scales only)",
+                       detail::concat("a buffer of shape ", z.columnwise_amax.shape.str()));
+  } else if (z.has_columnwise_data()) {  // NVFP4: the transpose
+    const BasicTensor& c = z.columnwise_data;
+    const Shape want{hidden, rows};
+    NORMTUNE_CHECK_ARG(c.dtype == DType::kFloat4E2M1 && c.shape == want, kC,
+                       detail::concat("fp4e2m1 of shape ", want.str(),
+                                      " = [hidden, rows] (NVFP4's column-wise data is the transpose)"),
+                       detail::concat(dtype_name(c.dtype), " of shape ", c.shape.str()));
+    NORMTUNE_CHECK_ARG(rows % kNvfp4Block == 0, kC,
+                       "a row count divisible by 16 (NVFP4 column-wise blocks are 16 rows of a column)", rows);
+    check_scale_tensor(z.columnwise_scale_inv, kCs, "the column-wise E4M3 block scales", DType::kFloat8E4M3,
+                       Shape{static_cast<size_t>(nvfp4_colwise_scale_rows(hidden64)),
+                             static_cast<size_t>(nvfp4_colwise_scale_cols(rows64))},
+                       "[roundup(hidden, 128), roundup(rows / 16, 4)]");
+    if (is_given(z.columnwise_amax)) {
+      NORMTUNE_CHECK_ARG(z.columnwise_amax.dtype == DType::kFloat32 && z.columnwise_amax.numel() == 1, kCa,
+                         "one fp32 value (NVFP4: the column-wise global amax, read)",
+                         detail::concat(dtype_name(z.columnwise_amax.dtype), " of shape ",
+                                        z.columnwise_amax.shape.str()));
+    }
+  } else {
+    NORMTUNE_CHECK_ARG(!is_given(z.columnwise_amax), kCa, "no buffer without column-wise data (kNVTEColumnwiseData)",
                        detail::concat("a buffer of shape ", z.columnwise_amax.shape.str()));
   }
   const DType sdtype = block_scale_dtype(mode);
@@ -348,7 +377,7 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
       }
       expect_no_overlap(z.amax, kA, s, kS);
     }
-    if (z.has_columnwise_data()) {  // three more outputs: apart from every argument and each other
+    if (z.has_columnwise_data()) {  // two more outputs: apart from every argument and each other
       const BasicTensor& c = z.columnwise_data;
       const BasicTensor& cs = z.columnwise_scale_inv;
       constexpr const char* kC = "z.columnwise_data (kNVTEColumnwiseData)";
@@ -356,15 +385,33 @@ void check_output_scale_data(const CallSpec& spec, const CheckedCall& call, cons
       NORMTUNE_CHECK_ARG(c.dptr != nullptr || c.numel() == 0, kC,
                          detail::concat("a device pointer to ", c.numel(), " elements"), "NULL");
       NORMTUNE_CHECK_ARG(cs.dptr != nullptr || cs.numel() == 0, kCs,
-                         detail::concat("a device pointer to ", cs.numel(), " E8M0 scales"), "NULL");
-      NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(c.dptr) % 16 == 0, kC, "a 16-byte aligned pointer (MXFP8)", c.dptr);
+                         detail::concat("a device pointer to ", cs.numel(), " ", block_scale_name(mode), " scales"),
+                         "NULL");
+      NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(c.dptr) % 16 == 0, kC,
+                         detail::concat("a 16-byte aligned pointer (", block_format_short(mode), ")"), c.dptr);
       for (const ArgSpec& a : spec.args) {
         expect_no_overlap(c, kC, call[a.slot], a.name);
         expect_no_overlap(cs, kCs, call[a.slot], a.name);
       }
-      expect_no_overlap(c, kC, s, "z.scale_inv (kNVTERowwiseScaleInv)");
-      expect_no_overlap(cs, kCs, s, "z.scale_inv (kNVTERowwiseScaleInv)");
+      expect_no_overlap(c, kC, s, kS);
+      expect_no_overlap(cs, kCs, s, kS);
       expect_no_overlap(cs, kCs, c, kC);
+      if (is_given(z.amax)) {  // NVFP4's global amax, read: apart from these outputs too
+        for (const auto& [out, name] : {std::pair{&c, kC}, std::pair{&cs, kCs}}) {
+          expect_no_overlap(z.amax, "z.amax (kNVTEAmax)", *out, name);
+        }
+      }
+      if (is_given(z.columnwise_amax)) {  // NVFP4's column-wise global amax, read
+        constexpr const char* kCa = "z.columnwise_amax (kNVTEColumnwiseAmax)";
+        NORMTUNE_CHECK_ARG(reinterpret_cast<uintptr_t>(z.columnwise_amax.dptr) % alignof(float) == 0, kCa,
+                           "a pointer aligned to 4 bytes", z.columnwise_amax.dptr);
+        for (const ArgSpec& a : spec.args) {
+          if (a.role == Role::kOut) expect_no_overlap(z.columnwise_amax, kCa, call[a.slot], a.name);
+        }
+        for (const auto& [out, name] : {std::pair{&s, kS}, std::pair{&c, kC}, std::pair{&cs, kCs}}) {
+          expect_no_overlap(z.columnwise_amax, kCa, *out, name);
+        }
+      }
     }
     for (const ArgSpec& a : spec.args) {
       if (a.role != Role::kIn) continue;

@@ -65,6 +65,10 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
     if (z.has_columnwise_data()) {
       p.z_colwise = z.columnwise_data.dptr;
       p.colwise_block_scales = static_cast<uint8_t*>(z.columnwise_scale_inv.dptr);
+      if (z.scaling_mode == NVTE_NVFP4_1D_SCALING) {  // none of its own: the row-wise one (TE's rule)
+        p.colwise_global_amax =
+            z.columnwise_amax.dptr != nullptr ? static_cast<const float*>(z.columnwise_amax.dptr) : p.global_amax;
+      }
     }
   } else {
     if (is_fp8(z.data.dtype)) {  // per-tensor FP8

@@ -33,15 +33,20 @@ struct BlockQuantizer {
     if constexpr (kMode == ScalingMode::kNvfp4_1D) s_enc = encode_scale(p);
   }
 
-  // NVFP4: S_enc from z's global amax (none: an amax of 0, an encode scale of 1).
-  __device__ __forceinline__ static float encode_scale(const FwdParams& p) {
-    return nvfp4_encode_scale(p.global_amax != nullptr ? *p.global_amax : 0.f);
+  // NVFP4: S_enc from a global amax (none: an amax of 0, an encode scale of 1); z's row-wise
+  // one by default.
+  __device__ __forceinline__ static float encode_scale(const float* global_amax) {
+    return nvfp4_encode_scale(global_amax != nullptr ? *global_amax : 0.f);
   }
+  __device__ __forceinline__ static float encode_scale(const FwdParams& p) { return encode_scale(p.global_amax); }
 
   // Every thread of the CTA calls it (after wait_for_prior_grid: it reads the global amax).
   __device__ __forceinline__ static void fill_table(const FwdParams& p, float* table_) {
+    fill_table(p.global_amax, table_);
+  }
+  __device__ __forceinline__ static void fill_table(const float* global_amax, float* table_) {
     if constexpr (kMode == ScalingMode::kNvfp4_1D) {
-      const float s_dec = 1.f / encode_scale(p);
+      const float s_dec = 1.f / encode_scale(global_amax);
       for (int c = static_cast<int>(threadIdx.x); c < kNvfp4ScaleCodes; c += static_cast<int>(blockDim.x)) {
         table_[c] = nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(c)), s_dec);
       }

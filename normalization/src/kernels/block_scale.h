@@ -114,6 +114,24 @@ NORMTUNE_HD_INLINE int64_t block_scale_offset(ScalingMode m, int64_t row, int64_
          block_scale_block_part(m, static_cast<int>(block), rows, swizzled);
 }
 
+// Whether z of this format may also have column-wise data (MXFP8: [rows, hidden] with 32x1
+// blocks, mx_scale.h; NVFP4: the transpose, below).
+constexpr bool has_colwise_format(ScalingMode m) { return m == ScalingMode::kMxfp8_1D || m == ScalingMode::kNvfp4_1D; }
+
+// NVFP4 column-wise data, as TransformerEngine lays it out: the transpose [hidden, rows]
+// quantized row-wise (16x1 blocks down a column of z are 1x16 blocks of the transpose's row;
+// rows a multiple of 16): the codes of column c, rows 2i and 2i + 1, in byte c * rows / 2 + i
+// (low nibble first); the E4M3 scales are the transpose's row-wise ones, [roundup(hidden, 128),
+// roundup(rows / 16, 4)], compact or swizzled; the encode scale from the column-wise global
+// amax (z.columnwise_amax; none: z.amax's).
+constexpr int64_t nvfp4_colwise_scale_rows(int64_t hidden) { return (hidden + 127) / 128 * 128; }
+constexpr int64_t nvfp4_colwise_scale_cols(int64_t rows) { return (rows / kNvfp4Block + 3) / 4 * 4; }
+// Offset of the column-wise scale of (16-row block rb, column c).
+NORMTUNE_HD_INLINE int64_t nvfp4_colwise_scale_offset(int64_t rb, int64_t c, int64_t rows, int64_t hidden,
+                                                      bool swizzled) {
+  return block_scale_offset(ScalingMode::kNvfp4_1D, c, rb, hidden, rows, swizzled);
+}
+
 // ---- e2m1 codes ---------------------------------------------------------------------------
 
 // float_to_fp4e2m1 (convert.h) without branches, for the kernels: round to nearest even on

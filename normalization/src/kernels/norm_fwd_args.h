@@ -23,13 +23,15 @@ struct FwdParams {
   float* scale_inv = nullptr;
   // Block-scaled z (kernels/block_scale.h): the row-wise scales (E8M0 or E4M3 bytes; fp32
   // for 1x128 FP8 blocks), compact or GEMM-swizzled; NVFP4: the global amax (read; null: an
-  // encode scale of 1). MXFP8 with column-wise data: that data ([rows, hidden], 32x1 blocks)
-  // and its scales too.
+  // encode scale of 1). With column-wise data, that data and its scales too: MXFP8 [rows,
+  // hidden] with 32x1 blocks; NVFP4 the transpose [hidden, rows] with 16x1 blocks, encoded with
+  // the column-wise global amax (the row-wise one when z has none of its own).
   uint8_t* block_scales = nullptr;
   const float* global_amax = nullptr;
   bool swizzled_scales = false;
   void* z_colwise = nullptr;
   uint8_t* colwise_block_scales = nullptr;
+  const float* colwise_global_amax = nullptr;
   int64_t rows = 0;
   int hidden = 0;
   float epsilon = 0.f;

@@ -1,7 +1,8 @@
-// MXFP8 z with column-wise data, the tile held on chip: x read once.
+// Block-scaled z with column-wise data (MXFP8, NVFP4), the tile held on chip: x read once.
 //
-// A tile is 32 rows (one column block's height). Its columns are split over a cluster of C
-// CTAs (p.ctas_per_row; C = 1 without clusters) in whole 32-column blocks: CTA `rank` holds
+// A tile is 32 rows (one MXFP8 column block's height, two of NVFP4's). Its columns are split
+// over a cluster of C CTAs (p.ctas_per_row; C = 1 without clusters) in whole row blocks (32
+// columns; NVFP4: 16): CTA `rank` holds
 // rows [row0, row0 + 32) x its slice of p.vecs_per_thread vectors per row in dynamic shared
 // memory, so that every row block and every column block of its slice is local.
 //   1. Load: the slice into shared memory (cp.async; the fused add adds x and residual in
@@ -11,7 +12,7 @@
 //      passes over shared memory), pushed into slot [rank] of every CTA of the cluster. One
 //      cluster barrier; then each CTA merges the C partials of a row in rank order (the same
 //      bits in every CTA) into mu and rsigma; rank 0 writes them out.
-//   3. Output: both MXFP8 outputs of the slice from shared memory (mx_tile_output).
+//   3. Output: both outputs of the slice from shared memory (mx_tile_output).
 // A CTA's remote stores all come before its arrival on the one cluster barrier and every CTA
 // waits on it before going on, so no CTA leaves while another still writes into it.
 #pragma once
@@ -28,7 +29,6 @@ inline constexpr size_t kMxSliceBudget = 64 * 1024;
 
 template <typename Traits>
 __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(const FwdParams p) {
-  static_assert(Traits::kMxfp8, "the row-tile kernel writes MXFP8 z");
   using I = typename Traits::Input;
   constexpr bool kRms = Traits::kRmsNorm;
   constexpr bool kAdd = Traits::kResidualAdd;
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   extern __shared__ __align__(16) unsigned char mx_slice_bytes[];
   VI* slice = reinterpret_cast<VI*>(mx_slice_bytes);  // [32][sv]
   __shared__ ReduceSmem<1> smem;  // (group_reduce within 32 lanes does not touch it)
-  __shared__ MxTileSmem<kVec> s;
+  __shared__ MxTileSmem<Traits> s;
   __shared__ float parts[kMaxCtasPerRow][kMxBlock][K];  // [rank][row]: CTA rank's partial
   int phase = 0;
 
@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   const int group = static_cast<int>(threadIdx.x) / kMxTileLanes;
 
   platform::wait_for_prior_grid();
+  mx_tile_fill_tables<Traits>(p, s);
 
   // 1. The slice into shared memory: item i = r * width + c (row r, vector c of the slice),
   // thread t taking items t, t + kMxTileThreads, ... (r and c stepped, not divided).

@@ -140,9 +140,9 @@ bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStre
   NORMTUNE_ERROR("internal: no pipelined forward kernel for plan ", config_string(plan));
 }
 
-// MXFP8 z with column-wise data, the tile on chip (kernels/norm_fwd_mx_cluster.cuh): the
-// fewest CTAs per cluster (up to kMaxCtasPerRow; 1 without clusters) whose slices of whole
-// column blocks fit kMxSliceBudget, or, when more are needed, shared memory up to the device's
+// A block-scaled z with column-wise data (MXFP8, NVFP4), the tile on chip
+// (kernels/norm_fwd_mx_cluster.cuh): the fewest CTAs per cluster (up to kMaxCtasPerRow; 1
+// without clusters) whose slices of whole row blocks (32 columns; NVFP4: 16) fit kMxSliceBudget, or, when more are needed, shared memory up to the device's
 // limit. Returns false, launching nothing, when no cluster holds the tile (rows too long:
 // launch_fwd_mx_tile then).
 template <typename Traits>
@@ -152,17 +152,18 @@ bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
   FwdParams p = args.params;
   const size_t limit = prepare_cluster_smem_kernel<kernel>();
   const int max_ctas = args.clusters && !platform::kIsHip ? kMaxCtasPerRow : 1;
-  const int64_t blocks = p.hidden / kMxBlock;  // column blocks of a row
-  const size_t block_bytes = size_t{kMxBlock} * kMxBlock * sizeof(typename Traits::Input);  // 32 x 32 elements
+  constexpr int kUnit = block_elements(Traits::kScaling);  // a row block: the slices' unit
+  const int64_t blocks = p.hidden / kUnit;  // row blocks of a row
+  const size_t block_bytes = size_t{kMxBlock} * kUnit * sizeof(typename Traits::Input);  // 32 rows of one
   const int64_t fewest = (static_cast<int64_t>(blocks * block_bytes) + kMxSliceBudget - 1) / kMxSliceBudget;
   for (int64_t c = std::clamp<int64_t>(fewest, 1, max_ctas); c <= std::min<int64_t>(max_ctas, blocks); ++c) {
-    const int64_t per = (blocks + c - 1) / c;  // column blocks per CTA
+    const int64_t per = (blocks + c - 1) / c;  // row blocks (slices' units) per CTA
     const int ctas = static_cast<int>((blocks + per - 1) / per);
     const size_t smem = static_cast<size_t>(per) * block_bytes;
     if (smem > limit || !cluster_fits<kernel>(kMxTileThreads, smem, ctas)) continue;
     if (p.rows == 0) return true;
     p.ctas_per_row = ctas;
-    p.vecs_per_thread = static_cast<int>(per * (kMxBlock / kVec));  // the slice's vectors per row
+    p.vecs_per_thread = static_cast<int>(per * (kUnit / kVec));  // the slice's vectors per row
     const int64_t tiles = (p.rows + kMxBlock - 1) / kMxBlock;
     NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(tiles * ctas), kMxTileThreads,
                                          platform::LaunchOptions{.cluster = ctas, .smem = smem, .dependent = true},
@@ -173,7 +174,7 @@ bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
   return false;
 }
 
-// MXFP8 z with column-wise data, rows too long to hold a tile: tiles of 32 rows
+// A block-scaled z with column-wise data, rows too long to hold a tile: tiles of 32 rows
 // (kernels/norm_fwd_mx_tile.cuh) read twice, the columns split over up to kMxTileMaxSplits
 // CTAs when there are fewer tiles than the device holds at once (each split reads the whole
 // rows of its tile again for their statistics).
@@ -206,6 +207,9 @@ struct GeneralFwd {
   static constexpr const char* kConfig =
       Traits::kMxfp8 ? "layout planned per call: staged in shared memory, a 32-element block per group of adjacent "
                        "lanes; with column-wise data, tiles of 32 rows"
+      : Traits::kScaling == ScalingMode::kNvfp4_1D
+          ? "layout planned per call: staged in shared memory, a 16-element block per group of adjacent lanes; "
+            "with column-wise data (the transpose), tiles of 32 rows"
       : Traits::kBlockScaled ? "layout planned per call: staged in shared memory, a block of z's scales per group of "
                                "adjacent lanes"
                              : "layout planned per call: registers (vector or scalar), staged in shared memory "
@@ -221,7 +225,7 @@ struct GeneralFwd {
       constexpr int kBlock = block_elements(Traits::kScaling);
       NORMTUNE_CHECK(aligned && aligned_to(args.params.z, 16) && aligned_to(args.params.z_colwise, 16),
                      "a block-scaled z needs x, gamma (and beta, residual) and z at 16-byte aligned addresses");
-      if constexpr (Traits::kMxfp8) {
+      if constexpr (has_colwise_format(Traits::kScaling)) {
         if (args.params.z_colwise != nullptr) {
           if (launch_fwd_mx_cluster<Traits>(args, stream)) return;
           return launch_fwd_mx_tile<Traits>(args, stream);

@@ -46,7 +46,7 @@ inline constexpr int kNumScalingModes = 6;
 enum KeyFlag : uint8_t {
   kFlagZeroCenteredGamma = 1u << 0,  // the weight is stored as gamma - 1
   kFlagSwizzledScales = 1u << 1,     // block scales in the 128x4 layout GEMMs read
-  kFlagColumnwise = 1u << 2,         // a block-scaled z with column-wise data (32x1 blocks) too
+  kFlagColumnwise = 1u << 2,         // a block-scaled z with column-wise data too (MXFP8 32x1, NVFP4 16x1 blocks)
 };
 inline constexpr uint8_t kAllKeyFlags = kFlagZeroCenteredGamma | kFlagSwizzledScales | kFlagColumnwise;
 // Flags every kernel takes as a run-time argument: they are part of a call's key (its
