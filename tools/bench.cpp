@@ -4,7 +4,8 @@
 // in the same run (a 2 GiB device copy), and as a ratio to a same-shape memory operation
 // timed in the same run (a copy x -> z for a norm, 2 reads + 2 writes for the fused add,
 // 2 reads + 1 write for a backward, 3 reads + 1 write with an added gradient). Decode
-// shapes (rows <= 128) are also timed per call inside a CUDA graph of many calls.
+// shapes (rows <= 128) are also timed per call inside a CUDA graph of many calls, and their
+// host (CPU) time per call measured over back-to-back calls.
 #include "bench.h"
 
 #include <algorithm>
@@ -69,7 +70,10 @@ const char* const kHelp = R"(normtune bench [options]
     --csv FILE       write the results as CSV
     --json FILE      write the results as JSON
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth
-  of this run, the same-shape baseline's µs and the ratio to it, which kernel ran.
+  of this run, the same-shape baseline's µs and the ratio to it, which kernel ran; decode
+  shapes (rows <= 128) also µs per call in a CUDA graph of 100 calls (graph_us, and the
+  baseline's) and the host's µs per call over 100 back-to-back calls (the CPU cost of the
+  checks, the kernel choice, a cuDNN plan lookup and the launch; "host" after the kernel).
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
   gamma, write z, residual_out, rsigma (z: FP8 a byte per element, e2m1 half a byte, block
   scales one scale each, mxfp8c and nvfp4c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
@@ -194,6 +198,7 @@ struct Result {
   Timing t, base;
   std::string base_name;
   double graph_us = -1, base_graph_us = -1;
+  double host_us = -1;  // decode rows: CPU time per call (Timer::time_host)
   double unfused_us = -1;  // MXFP8: the norm into x's dtype + a separate quantization pass
   std::string verified = "no";
 };
@@ -204,14 +209,14 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
   if (!o.csv.empty()) {
     std::ofstream f(o.csv);
     f << "op,dtype,out,rows,hidden,backend,kernel,tuned,us,p10_us,p90_us,tbps,pct_copy_peak,baseline,baseline_us,"
-         "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,unfused_us,verified\n";
+         "ratio_to_baseline,graph_us_per_call,baseline_graph_us_per_call,host_us_per_call,unfused_us,verified\n";
     for (const Result& r : results) {
       f << r.op << ',' << r.dtype << ',' << r.out << ',' << r.rows << ',' << r.hidden << ',' << r.backend << ','
         << r.kernel << ','
         << (r.tuned ? 1 : 0) << ',' << r.t.median_us << ',' << r.t.p10_us << ',' << r.t.p90_us << ','
         << tbps(r) << ',' << 100 * tbps(r) / peak << ',' << r.base_name << ',' << r.base.median_us << ','
-        << r.t.median_us / r.base.median_us << ',' << r.graph_us << ',' << r.base_graph_us << ','
-        << r.unfused_us << ',' << r.verified << '\n';
+        << r.t.median_us / r.base.median_us << ',' << r.graph_us << ',' << r.base_graph_us << ',' << r.host_us
+        << ',' << r.unfused_us << ',' << r.verified << '\n';
     }
   }
   if (!o.json.empty()) {
@@ -229,7 +234,7 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
         << 100 * tbps(r) / peak << ", \"baseline\": \"" << r.base_name << "\", \"baseline_us\": "
         << r.base.median_us << ", \"ratio_to_baseline\": " << r.t.median_us / r.base.median_us
         << ", \"graph_us_per_call\": " << r.graph_us << ", \"baseline_graph_us_per_call\": "
-        << r.base_graph_us << ", \"unfused_us\": " << r.unfused_us << ", \"verified\": \"" << r.verified << "\"}"
+        << r.base_graph_us << ", \"host_us_per_call\": " << r.host_us << ", \"unfused_us\": " << r.unfused_us << ", \"verified\": \"" << r.verified << "\"}"
         << (i + 1 < results.size() ? "," : "") << "\n";
     }
     f << "  ]\n}\n";
@@ -251,7 +256,7 @@ int run(const std::vector<std::string_view>& args) {
   std::printf("device: %s (%d SMs); 2 GiB device copy: %.2f TB/s (the 100%% below)\n", dev.name.c_str(),
               dev.sm_count, peak);
   std::printf("timing: median of %d reps after %d warm-up, L2 flushed before each; decode rows <= 128 "
-              "also per call in a CUDA graph\n\n", o.reps, o.warmup);
+              "also per call in a CUDA graph, and the host's time per call\n\n", o.reps, o.warmup);
   std::printf("%-15s %-10s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype>z", "shape", "us",
               "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
 
@@ -431,6 +436,8 @@ int run(const std::vector<std::string_view>& args) {
                           e.what());
             }
             r.base_graph_us = timer.time_graph(base, 100, 50).median_us;
+            r.host_us = timer.time_host(call, 100, 20).median_us;
+            unfused += detail::concat("; host ", r.host_us, " us per call");
           }
           const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
           const std::string dtype_z = out == ZFormat::kSame ? r.dtype : r.dtype + ">" + r.out;

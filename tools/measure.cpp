@@ -1,6 +1,7 @@
 #include "measure.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -343,6 +344,20 @@ Timing Timer::time(const std::function<void(cudaStream_t)>& fn, int warmup, int 
     NORMTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
     us.push_back(ms * 1e3);
   }
+  return summarize(us);
+}
+
+Timing Timer::time_host(const std::function<void(cudaStream_t)>& fn, int calls, int reps) {
+  for (int i = 0; i < calls; ++i) fn(stream_);  // warm: plans built, caches filled
+  std::vector<double> us;
+  for (int i = 0; i < reps; ++i) {
+    NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int c = 0; c < calls; ++c) fn(stream_);
+    const auto t1 = std::chrono::steady_clock::now();
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+  }
+  NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return summarize(us);
 }
 

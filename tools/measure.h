@@ -136,6 +136,11 @@ class Timer {
   // Per-call time of `calls` back-to-back calls captured in one CUDA graph (launch gaps
   // removed), median over reps of graph launches. Inputs stay in L2: this is latency.
   Timing time_graph(const std::function<void(cudaStream_t)>& fn, int calls, int reps);
+  // Host time per call: the CPU's wall time to issue `calls` back-to-back calls (no waiting
+  // in between; the stream drained before each batch), median over reps batches. What a
+  // framework's eager loop pays per call on the CPU (argument checks, kernel selection,
+  // plan lookup, launch); meaningful where the GPU keeps up (small calls).
+  Timing time_host(const std::function<void(cudaStream_t)>& fn, int calls, int reps);
 
  private:
   size_t flush_bytes_;
