@@ -24,16 +24,11 @@ thread_local const KernelEntry* t_last_kernel = nullptr;
 thread_local bool t_last_kernel_from_table = false;  // another backend, named by a tuned line
 thread_local bool t_selected_from_table = false;     // the same, for the call being selected
 // The tuned line naming another backend that select_kernel considered for the call being
-// selected (whether its backend runs the call or not; null: none, or one whose plan failed).
+// selected (whether its backend runs the call or not; null: none).
 thread_local const TunedBackendLine* t_table_line = nullptr;
 
-// Tuned lines naming a backend that could not run a call here (reported once each), and
-// those whose backend failed to build a plan (not tried again in this process).
+// Tuned lines naming a backend that could not run a call here (reported once each).
 OnceSet<const void*>& warned_table_lines() {
-  static OnceSet<const void*> lines;
-  return lines;
-}
-OnceSet<const void*>& failed_table_lines() {
   static OnceSet<const void*> lines;
   return lines;
 }
@@ -539,7 +534,6 @@ const KernelEntry* usable_backend_entry(const NormKey& key, Backend backend, con
 }
 
 const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const NormKey& key, const void* args) {
-  if (failed_table_lines().contains(&line)) return nullptr;
   std::string why;
   if (const KernelEntry* entry = usable_backend_entry(key, line.backend, args, &why)) {
 #ifdef NORMTUNE_WITH_CUDNN
@@ -548,15 +542,17 @@ const KernelEntry* table_backend_kernel(const TunedBackendLine& line, const Norm
     // The plan is built here (then cached: the size query and the call find it), so that a
     // graph cuDNN cannot build for this call (zero-centered gamma before cuDNN 9.7, a shape
     // its heuristics do not cover) leaves the call to the native kernel, as the table's
-    // choice must never make a call fail. (The cuDNN entry's checks that look at the data,
-    // 16-byte alignment, dx over dz, can pass on a size query made with null pointers and
-    // fail on the real call: answered_workspace gives both calls the same size.)
+    // choice must never make a call fail. A plan that cannot be built is remembered per
+    // (key, rows, device) by the backend (cudnn_norm.cpp), so later calls of that shape fail
+    // here at once, and the size query and the real call of one shape always agree. (The
+    // cuDNN entry's checks that look at the data, 16-byte alignment, dx over dz, can pass on
+    // a size query made with null pointers and fail on the real call: answered_workspace
+    // gives both calls the same size.)
     try {
       if (entry->workspace_bytes != nullptr) (void)entry->workspace_bytes(args);
       return entry;
     } catch (const Error& err) {
       why = err.what();
-      failed_table_lines().first_time(&line);
     }
   }
   if (warned_table_lines().first_time(&line) && !env_flag_is_off("NORMTUNE_WARN_FALLBACK")) {
@@ -576,7 +572,7 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
   if (choice.request == BackendRequest::kAuto) {
     if (const TunedBackendLine* line = kernel_registry().tuned_backend(key, arch)) {
       const KernelEntry* e = table_backend_kernel(*line, key, args);
-      if (!failed_table_lines().contains(line)) t_table_line = line;
+      t_table_line = line;
       if (e != nullptr) {
         t_selected_from_table = true;
         return *e;
@@ -590,11 +586,12 @@ size_t answered_workspace(const NormKey& key, const void* args, size_t own, cons
   const TunedBackendLine* line = t_table_line;
   if (line == nullptr) return own;
   // The line's backend's need for the key and row count (its plan's: the data is not looked
-  // at), 0 where it has none for the key or cannot say (library missing: then neither call
-  // runs it).
+  // at), 0 where it has none for the key or cannot say: its library missing, or a plan it
+  // cannot build for this shape (remembered per shape: then neither call runs it).
   size_t backend = 0;
+  std::string why;
   if (const KernelEntry* e = kernel_registry().select_backend(key, line->backend, args).general_candidate;
-      e != nullptr && e->workspace_bytes != nullptr) {
+      e != nullptr && e->workspace_bytes != nullptr && cudnn_library(&why) != nullptr) {
     try {
       backend = e->workspace_bytes(args);
     } catch (const Error&) {

@@ -63,7 +63,9 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 // backend's need and native() (the native kernels' need), whichever of the two runs. The
 // line's backend checks the call's data (16-byte alignment, dx over dz), which a size query
 // made with null pointers may pass and the real call not (or the other way round): both
-// calls must get the same answer. A kernel uses only its own part of a larger workspace.
+// calls must get the same answer. That need depends on the key, the row count and the
+// device only (a plan the backend cannot build for a shape counts 0, for every call of that
+// shape). A kernel uses only its own part of a larger workspace.
 size_t answered_workspace(const NormKey& key, const void* args, size_t own, const std::function<size_t()>& native);
 
 // The cuDNN backend's entry for `key`, or normtune::Error naming `source` (what asked for

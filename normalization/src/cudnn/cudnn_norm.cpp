@@ -177,6 +177,33 @@ LruCache<PlanKey, Plan, PlanKeyHash>& plan_cache() {
   return *cache;
 }
 
+// Shapes whose plan could not be built, with why: said again at once on every later call of
+// that shape, not built again. Whether a shape's graph builds is a fact of (key, rows,
+// device), and the tuned table's choice and the workspace answer (api_common.h:
+// answered_workspace) must see it the same way on a size query and on its real call, however
+// far apart. Bounded: past kMaxFailedPlans shapes, a failing shape is tried again each call.
+inline constexpr size_t kMaxFailedPlans = 4096;
+class FailedPlans {
+ public:
+  std::string find(const PlanKey& k) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = why_.find(k);
+    return it == why_.end() ? std::string() : it->second;
+  }
+  void add(const PlanKey& k, std::string why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (why_.size() < kMaxFailedPlans) why_.emplace(k, std::move(why));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<PlanKey, std::string, PlanKeyHash> why_;
+};
+FailedPlans& failed_plans() {
+  static auto* failed = new FailedPlans();  // (never destroyed, as the cache)
+  return *failed;
+}
+
 std::shared_ptr<fe::graph::Tensor_attributes> rows_hidden(fe::graph::Graph& g, const char* name, int64_t uid,
                                                            int64_t rows, int64_t hidden, DType t) {
   return g.tensor(fe::graph::Tensor_attributes()
@@ -350,15 +377,23 @@ std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, in
   const int device = current_device();
   const PlanKey pk{pack(key), rows, device};
   return with_context(key, rows, "building the graph", [&] {
+    if (std::string why = failed_plans().find(pk); !why.empty()) {
+      NORMTUNE_ERROR(why, " (an earlier build of this shape in this process; not tried again)");
+    }
     return plan_cache().get(pk, [&] {
-      DeviceHandle& dh = device_handle(device);
-      if (zero_centered && fe::detail::get_backend_version() < 90700) {
-        NORMTUNE_ERROR("zero-centered gamma through cuDNN needs cuDNN 9.7 or newer (this is ",
-                       fe::detail::get_backend_version(), ")");
+      try {
+        DeviceHandle& dh = device_handle(device);
+        if (zero_centered && fe::detail::get_backend_version() < 90700) {
+          NORMTUNE_ERROR("zero-centered gamma through cuDNN needs cuDNN 9.7 or newer (this is ",
+                         fe::detail::get_backend_version(), ")");
+        }
+        std::lock_guard<std::mutex> lock(dh.lock);
+        return is_backward(key.stage) ? build_backward(key, rows, hidden, dh.handle)
+                                      : build_forward(key, rows, hidden, dh.handle);
+      } catch (const std::exception& e) {
+        failed_plans().add(pk, e.what());
+        throw;
       }
-      std::lock_guard<std::mutex> lock(dh.lock);
-      return is_backward(key.stage) ? build_backward(key, rows, hidden, dh.handle)
-                                    : build_forward(key, rows, hidden, dh.handle);
     });
   });
 }
