@@ -13,6 +13,9 @@
 
 namespace normtune::test {
 
+// The per-tensor scale of an FP8 z in these cases (values up to ~8 stay far from saturation).
+inline constexpr double kFp8CaseScale = 4.0;
+
 struct FwdCase {
   NormType norm = NormType::kRMSNorm;
   bool fused_add = false;
@@ -32,6 +35,7 @@ struct FwdCase {
   int multiprocessor_count = 0;
   Specials x_specials;  // NaN/Inf put into x
   uint8_t poison = 0xFF;  // the outputs' poison byte (0xFF: NaN; untouched() expects it)
+  double fp8_scale = kFp8CaseScale;  // an FP8 z's per-tensor scale (larger: codes saturate)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
@@ -39,6 +43,7 @@ struct FwdCase {
                           rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           " o=", dtype_name(otype), zero_centered_gamma ? " zero_centered" : "",
                           with_amax ? " +amax" : "",
+                          is_fp8(otype) ? detail::concat(" scale ", fp8_scale) : std::string(),
                           " offsets=", x_offset, "/", gamma_offset, "/", z_offset);
   }
 };
@@ -69,9 +74,6 @@ struct FwdResult {
   KernelChoice kernel;
 };
 
-// The per-tensor scale of an FP8 z in these cases (values up to ~8 stay far from saturation).
-inline constexpr double kFp8CaseScale = 4.0;
-
 // The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
 // with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
 // gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).
@@ -94,7 +96,7 @@ class FwdProblem {
         d_res_out_(c.itype, n_, c.x_offset),
         d_mu_(DType::kFloat32, c.rows),
         d_rs_(DType::kFloat32, c.rows),
-        d_scale_(DeviceArray::from_host(scalar(kFp8CaseScale))),
+        d_scale_(DeviceArray::from_host(scalar(c.fp8_scale))),
         d_amax_(DeviceArray::from_host(scalar(0.0))),
         d_sinv_(DType::kFloat32, 1),
         t_x_(d_x_, {c.rows, c.hidden}),
@@ -118,6 +120,13 @@ class FwdProblem {
       t_z_.set_param(kNVTEAmax, d_amax_, {1});
     }
   }
+  // z's amax buffer set to v (FP8 z, or with_amax): a call folds its max into it.
+  void set_amax(double v) const {
+    HostArray h(DType::kFloat32, 1);
+    h.set(0, v);
+    NORMTUNE_CUDA_CHECK(cudaMemcpy(d_amax_.ptr, h.raw.data(), sizeof(float), cudaMemcpyHostToDevice));
+  }
+
   FwdProblem(const FwdProblem&) = delete;
   FwdProblem& operator=(const FwdProblem&) = delete;
 
@@ -199,20 +208,22 @@ class FwdProblem {
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::string what = c_.describe() + " kernel " + r.kernel.name;
     if (is_fp8(c_.otype)) {
-      // Codes against value x scale: within one code (3 or 2 significand bits: a code either
-      // side of the nearest when fp32 and fp64 straddle a midpoint), subnormal spacing
-      // absolute; amax the max |value| (fp32); scale_inv exactly 1 / scale in fp32.
+      // Codes against value x scale, saturated at the format's largest finite value (448,
+      // 57344): within one code (3 or 2 significand bits: a code either side of the nearest
+      // when fp32 and fp64 straddle a midpoint), subnormal spacing absolute; amax the max
+      // |value| (fp32, NaN values ignored); scale_inv exactly 1 / scale in fp32.
+      const bool e4m3 = c_.otype == DType::kFloat8E4M3;
+      const double top = e4m3 ? 448.0 : 57344.0;
       std::vector<double> scaled(want.z.size());
       double amax = 0;
       for (size_t i = 0; i < scaled.size(); ++i) {
-        scaled[i] = want.z[i] * kFp8CaseScale;
+        scaled[i] = std::clamp(want.z[i] * c_.fp8_scale, -top, top);
         amax = std::max(amax, std::fabs(want.z[i]));
       }
-      const bool e4m3 = c_.otype == DType::kFloat8E4M3;
       const Tolerance code{e4m3 ? 1.0 / 8 : 1.0 / 4, e4m3 ? 0x1p-9 : 0x1p-16};
       EXPECT_TRUE(close_to_reference(r.z, scaled, code, what + " z (fp8 codes)"));
       EXPECT_NEAR(r.amax.get(0), amax, 2e-5 * amax) << what << " amax";
-      EXPECT_EQ(static_cast<float>(r.scale_inv.get(0)), 1.f / static_cast<float>(kFp8CaseScale)) << what;
+      EXPECT_EQ(static_cast<float>(r.scale_inv.get(0)), 1.f / static_cast<float>(c_.fp8_scale)) << what;
     } else {
       EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c_.otype), what + " z"));
       if (c_.with_amax) {

@@ -20,10 +20,13 @@
 // Per-tensor FP8 z (TransformerEngine's cuDNN graph for delayed scaling, with the native
 // kernels' meaning): the norm's output stays in fp32 inside the graph; z = fp8(value * scale)
 // by a pointwise multiply with the scale tensor [1, 1, 1, 1]; an AMAX reduction of the values
-// into an fp32 slot after cuDNN's workspace (the size query answers both). Then one small
-// kernel (fp8_finish.cu) folds that amax into z's amax with a max, as the native kernels do
-// (a caller that does not zero it keeps the max over calls, and a NaN value is ignored there),
-// and writes scale_inv = 1 / scale, an IEEE division as the native kernels'.
+// into an fp32 slot after cuDNN's workspace (the size query answers both; zeroed before each
+// run). Then one small kernel (fp8_finish.cu) folds that amax into z's amax with an atomic
+// max, as the native kernels do (a caller that does not zero it keeps the max over calls),
+// and writes scale_inv = 1 / scale, an IEEE division as the native kernels'. Not known until
+// run on a GPU: whether cuDNN's AMAX ignores NaN values as the native kernels do (a NaN
+// graph amax is ignored by the fold, so a NaN row would then hide the others' max) and
+// whether its FP8 conversion saturates as theirs (Fp8ForwardMatchesTheReference checks both).
 #include "cudnn/cudnn_norm.h"
 
 #include <cuda_runtime.h>
@@ -472,7 +475,13 @@ std::shared_ptr<Plan> run_graph(const NormKey& key, const Params& p, std::unorde
   auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
   float one = 1.f;
   if (p.zero_centered_gamma) pack[kUidOne] = &one;
-  if (plan->fp8) pack[kUidAmax] = static_cast<char*>(workspace) + amax_slot_offset(plan->workspace);
+  if (plan->fp8) {
+    // (Zeroed first: whether cuDNN's AMAX reduction overwrites its output or folds into it,
+    // the slot then holds this call's max.)
+    void* slot = static_cast<char*>(workspace) + amax_slot_offset(plan->workspace);
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(slot, 0, sizeof(float), stream));
+    pack[kUidAmax] = slot;
+  }
   execute(key, p.rows, *plan, pack, workspace, stream);
   return plan;
 }

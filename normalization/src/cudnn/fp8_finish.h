@@ -6,7 +6,7 @@
 
 namespace normtune {
 
-// *amax = max(*amax, *graph_amax) (NaN ignored, as the native kernels' max; amax may be null);
+// *amax = max(*amax, *graph_amax), atomically (a NaN graph amax ignored; amax may be null);
 // *scale_inv = 1 / *scale in fp32 (an IEEE division; scale_inv may be null). One thread.
 void launch_fp8_finish(const float* graph_amax, float* amax, const float* scale, float* scale_inv,
                        cudaStream_t stream);
