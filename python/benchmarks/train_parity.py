@@ -145,6 +145,9 @@ def main():
         torch.cuda.set_device(device)
     else:
         device = torch.device(args.device)
+        if device.type == "cuda" and device.index is None:
+            # (A parameter's device always names its index: "cuda" means the current one.)
+            device = torch.device("cuda", torch.cuda.current_device())
 
     runs = [(norm, train(norm, args, device, rank, world)) for norm in args.norms.split(",")]
     if rank != 0:
