@@ -51,8 +51,18 @@ __device__ __forceinline__ void stage_vec(V* smem, const V* gmem) {
   }
 }
 
+// Register budget. The staged kernel's CTAs are short-lived and several share an SM; at 64
+// registers (two 512-thread CTAs) the tuned RMSNorm rows of up to 4 vectors per thread took 46,
+// and registers capped residency below what shared memory allows (ncu on the H200, 8192 x 7168
+// bf16, 224 threads: 5 CTAs per SM by registers, 8 by shared memory, DRAM at 77% of peak). Those
+// kernels get 40 (three 512-thread CTAs' worth); LayerNorm, the fused add and block-scaled z
+// hold more per vector and keep 64.
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, 2) norm_fwd_staged_kernel(const FwdParams p) {
+inline constexpr int kStagedMinBlocks =
+    Traits::kRmsNorm && !Traits::kResidualAdd && !Traits::kBlockScaled && Shape::kN >= 1 && Shape::kN <= 4 ? 3 : 2;
+
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shape>)) norm_fwd_staged_kernel(const FwdParams p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;
