@@ -4,7 +4,10 @@
 # then run the package's tests, the training-parity script (one GPU; and torchrun on two
 # when there are two), the torch-level benchmark and the training-step profile. Logs, JSON
 # and PNGs under $OUT.
-#   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench profile")
+#   TORCH_CHECK_STEPS  which steps (default "install test parity ddp bench profile"; on the
+#                      H200 install + test took 1.5 minutes; install + parity + bench +
+#                      profile (four runs, two under torch.compile) did not finish in 400 s:
+#                      give profile a call of its own)
 #   NORMTUNE_BUILD_DIR the CMake build to install (default build-gpu)
 # shellcheck source=tools/gpu_common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
