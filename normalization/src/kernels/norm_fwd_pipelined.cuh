@@ -53,8 +53,20 @@ struct PipelinedLayout {
   }
 };
 
+// Register budget: 128 (one 512-thread CTA per SM), or 64 (two) for the plain forward's slices
+// of up to 4 vectors per thread with weights as wide as x. ptxas (bf16): RMSNorm / LayerNorm at 8
+// vectors take 96 / 109 registers (spilling at 64); at 4 they took 80 / 72 under the 128 budget
+// and fit 64 with no spills, which, with the launcher's smaller stage budget for them
+// (kPipelinedTwoCtaSmem), lets two CTAs share an SM: 32 warps instead of 16 to hide the
+// latency of a layout that ncu found latency-bound (LayerNorm 1024 x 262144: 4 warps per
+// scheduler, DRAM at 57% of peak). The fused add keeps 128: its stages hold the residual too,
+// so two CTAs would not fit anyway.
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_fwd_pipelined_kernel(const FwdParams p) {
+inline constexpr int kPipelinedMinBlocks =
+    !Traits::kResidualAdd && Shape::kN <= 4 && sizeof(typename Traits::Weight) == sizeof(typename Traits::Input) ? 2 : 1;
+
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, Shape>)) norm_fwd_pipelined_kernel(const FwdParams p) {
   static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged layout");
   static_assert(Shape::kN >= 1, "the pipelined layout holds kN vectors per thread");
   using W = typename Traits::Weight;

@@ -89,6 +89,9 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
 // Shared memory the pipelined layout fills with stages (measured on the H200, 8192 x 32768
 // bf16: 2 stages of 32 KiB 287 µs, 3 stages 278, 4 stages 275).
 inline constexpr size_t kPipelinedSmemBudget = 128 * 1024;
+// The kernels budgeted for two CTAs per SM (kPipelinedMinBlocks): stages and LayerNorm's beta
+// within this, so that two CTAs fit an SM's shared memory.
+inline constexpr size_t kPipelinedTwoCtaSmem = 96 * 1024;
 
 // The pipelined layout (kernels/norm_fwd_pipelined.cuh): a persistent grid of as many
 // clusters (one CTA each when ctas_per_row is 1) as are resident at once, within the SM bound.
@@ -104,9 +107,13 @@ bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t
   const size_t smem_limit = prepare_cluster_smem_kernel<kernel>();
   const int threads = plan.threads_per_row;
   const int cluster = plan.ctas_per_row;
-  // As many stages (up to kMaxPipelineStages) as fit kPipelinedSmemBudget, at least two.
+  // As many stages (up to kMaxPipelineStages) as fit the budget, at least two.
   const int slice = plan.vecs_per_thread * plan.threads_per_row;
-  p.stages = static_cast<int>(std::clamp<size_t>(kPipelinedSmemBudget / Layout::stage_bytes(slice), 2, kMaxPipelineStages));
+  size_t budget = kPipelinedSmemBudget;
+  if constexpr (kPipelinedMinBlocks<Traits, Shape> == 2) {
+    budget = kPipelinedTwoCtaSmem - std::min(kPipelinedTwoCtaSmem, Layout::beta_bytes(slice));
+  }
+  p.stages = static_cast<int>(std::clamp<size_t>(budget / Layout::stage_bytes(slice), 2, kMaxPipelineStages));
   const size_t smem = Layout::bytes(slice, p.stages);
   if (smem > smem_limit) return false;
   const int64_t sm_bound = std::max(args.sm_bound, 1);
