@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Registers, spills and machine code (SASS) of kernels, on a machine without a GPU: compiles a
+# .cu file that instantiates the kernels you want to look at with the exact flags of a
+# configured CUDA build, prints ptxas's resource use per kernel and, per kernel, how many of
+# each SASS opcode it holds (static counts: a loop body counts once).
+#   tools/sass.sh FILE.cu            the summary
+#   tools/sass.sh FILE.cu --sass     and the whole SASS listing after it
+# FILE.cu includes the kernel headers and instantiates kernels explicitly, e.g.
+#   #include "kernels/norm_fwd_staged.cuh"
+#   namespace normtune {
+#   template __global__ void norm_fwd_staged_kernel<
+#       FwdTraits<bf16_t, bf16_t, bf16_t, NormType::kLayerNorm, Stage::kForward>,
+#       FwdShape<8, 8, 4096, 64, 1>>(const FwdParams);
+#   }
+#   NORMTUNE_BUILD_DIR  the configured CUDA build whose flags are used (default build; e.g.
+#                       ./tools/build.sh makes it)
+# cuobjdump and nvdisasm are taken from PATH, else from NVIDIA's PyPI wheels nvidia-cuda-cuobjdump
+# and nvidia-cuda-nvdisasm (CUDA 13), downloaded once into ./.tools (the toolkit's compiler
+# packages leave them out).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${NORMTUNE_BUILD_DIR:-$root/build}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass]}"
+src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
+[[ -f "$build/build.ninja" ]] || { echo "sass.sh: no configured build at $build (NORMTUNE_BUILD_DIR)" >&2; exit 1; }
+
+# The compile command of one of the library's CUDA sources, pointed at FILE.cu.
+cmd="$(cd "$build" && ninja -t commands | grep -m1 -E 'nvcc .* -c [^ ]*generated/tuned_[^ ]*\.cu' || true)"
+[[ -n "$cmd" ]] || { echo "sass.sh: $build is not a CUDA build (no nvcc command for a tuned source)" >&2; exit 1; }
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+cmd="$(sed -E "s#^[^ ]*ccache ##; s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o [^ ]+# -o $out/k.o#; s# -c [^ ]+\.cu# -c $src#" <<<"$cmd")"
+(cd "$build" && eval "$cmd -Xptxas -v") >"$out/ptxas.log" 2>&1 || { cat "$out/ptxas.log" >&2; exit 1; }
+
+# Kernel names demangled where c++filt is at hand.
+demangle() { if command -v c++filt >/dev/null; then c++filt; else cat; fi; }
+
+# ptxas: one block per kernel (the entry's name, then its resource lines).
+awk '/Compiling entry function/ { match($0, /'"'"'[^'"'"']+'"'"'/); name = substr($0, RSTART + 1, RLENGTH - 2) }
+     /bytes stack frame/ { gsub(/^ +/, ""); frame = $0 }
+     /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print name; print "    " $0; print "    " frame }' "$out/ptxas.log" |
+  demangle
+
+objdump="$(command -v cuobjdump || true)"
+if [[ -z "$objdump" ]] || ! command -v nvdisasm >/dev/null; then
+  tools="$root/.tools"
+  objdump="$tools/nvidia/cu13/bin/cuobjdump"
+  if [[ ! -x "$objdump" || ! -x "$tools/nvidia/cu13/bin/nvdisasm" ]]; then
+    mkdir -p "$tools/wheel"
+    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+      -d "$tools/wheel" "nvidia-cuda-cuobjdump==13.*" "nvidia-cuda-nvdisasm==13.*" >&2
+    for w in "$tools"/wheel/*.whl; do python3 -m zipfile -e "$w" "$tools"; done
+    rm -rf "$tools/wheel"
+    chmod +x "$tools"/nvidia/cu13/bin/*
+  fi
+  export PATH="$tools/nvidia/cu13/bin:$PATH"  # (cuobjdump runs nvdisasm)
+fi
+"$objdump" -sass "$out/k.o" >"$out/k.sass"
+echo
+echo "SASS opcodes per kernel (static counts, predicated ones included):"
+# One "kernel opcode count" line per pair, then per kernel its opcodes by count, ten a line.
+awk '/Function : / { name = $NF; next }
+     /^ +\/\*[0-9a-f]+\*\/ / { op = $2; if (op ~ /^@/) op = $3; sub(/\..*/, "", op); sub(/;$/, "", op); n[name " " op]++ }
+     END { for (k in n) print k, n[k] }' "$out/k.sass" |
+  sort -k1,1 -k3,3nr -k2,2 |
+  awk '$1 != name { if (name) printf "\n"; name = $1; printf "%s\n", name; i = 0 }
+       { printf "%s%s %d", (i % 10 == 0 ? (i ? "\n  " : "  ") : " "), $2, $3; ++i }
+       END { if (name) printf "\n" }' | demangle
+if [[ "${2:-}" == "--sass" ]]; then
+  echo
+  cat "$out/k.sass"
+fi
