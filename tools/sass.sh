@@ -3,8 +3,10 @@
 # .cu file that instantiates the kernels you want to look at with the exact flags of a
 # configured CUDA build, prints ptxas's resource use per kernel and, per kernel, how many of
 # each SASS opcode it holds (static counts: a loop body counts once).
-#   tools/sass.sh FILE.cu            the summary
-#   tools/sass.sh FILE.cu --sass     and the whole SASS listing after it
+#   tools/sass.sh FILE.cu                 the summary
+#   tools/sass.sh FILE.cu --sass          and the whole SASS listing after it
+#   tools/sass.sh FILE.cu --max-spill N   ptxas's part only, and exit 1 when a kernel spills
+#                                         more than N bytes (CI: tests/sass/register_budgets.cu)
 # FILE.cu includes the kernel headers and instantiates kernels explicitly, e.g.
 #   #include "kernels/norm_fwd_staged.cuh"
 #   namespace normtune {
@@ -20,7 +22,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NORMTUNE_BUILD_DIR:-$root/build}"
-src="${1:?usage: tools/sass.sh FILE.cu [--sass]}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass | --max-spill N]}"
+listing=0
+max_spill=-1
+case "${2:-}" in
+  "") ;;
+  --sass) listing=1 ;;
+  --max-spill) max_spill="${3:?--max-spill: expected a byte count}" ;;
+  *) echo "sass.sh: unknown option '$2' (expected --sass or --max-spill N)" >&2; exit 1 ;;
+esac
 src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
 [[ -f "$build/build.ninja" ]] || { echo "sass.sh: no configured build at $build (NORMTUNE_BUILD_DIR)" >&2; exit 1; }
 
@@ -40,6 +50,19 @@ awk '/Compiling entry function/ { match($0, /'"'"'[^'"'"']+'"'"'/); name = subst
      /bytes stack frame/ { gsub(/^ +/, ""); frame = $0 }
      /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print name; print "    " $0; print "    " frame }' "$out/ptxas.log" |
   demangle
+
+if (( max_spill >= 0 )); then
+  worst=$(awk '/bytes spill stores/ { n = $5 + 0; if (n > m) m = n } END { print m + 0 }' "$out/ptxas.log")
+  kernels=$(grep -c "Used [0-9]* registers" "$out/ptxas.log" || true)
+  if (( worst > max_spill )); then
+    echo "sass.sh: kernels spilling more than $max_spill bytes:" >&2
+    awk -v max="$max_spill" '/Compiling entry function/ { name = $0; sub(/.*function '"'"'/, "", name); sub(/'"'"'.*/, "", name) }
+         /bytes spill stores/ { if ($5 + 0 > max) print "  " name ": " $5 " bytes" }' "$out/ptxas.log" | demangle >&2
+    exit 1
+  fi
+  echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill)"
+  exit 0
+fi
 
 objdump="$(command -v cuobjdump || true)"
 if [[ -z "$objdump" ]] || ! command -v nvdisasm >/dev/null; then
@@ -66,7 +89,7 @@ awk '/Function : / { name = $NF; next }
   awk '$1 != name { if (name) printf "\n"; name = $1; printf "%s\n", name; i = 0 }
        { printf "%s%s %d", (i % 10 == 0 ? (i ? "\n  " : "  ") : " "), $2, $3; ++i }
        END { if (name) printf "\n" }' | demangle
-if [[ "${2:-}" == "--sass" ]]; then
+if (( listing )); then
   echo
   cat "$out/k.sass"
 fi

@@ -1,0 +1,31 @@
+// Kernels compiled under a tightened register budget, instantiated for tools/sass.sh (CI runs
+// `tools/sass.sh tests/sass/register_budgets.cu --max-spill 8`): the budgets were chosen where
+// ptxas fitted them with no spills (or a few bytes outside the loops), and this keeps it so.
+//  - staged forward, tuned RMSNorm of up to 4 vectors per thread: 40 registers
+//    (kStagedMinBlocks, kernels/norm_fwd_staged.cuh);
+//  - pipelined forward, plain norm of up to 4 vectors per thread with weights as wide as x: 64
+//    registers (kPipelinedMinBlocks, kernels/norm_fwd_pipelined.cuh).
+#include "kernels/norm_fwd_pipelined.cuh"
+#include "kernels/norm_fwd_staged.cuh"
+
+namespace normtune {
+
+template <NormType kNorm, typename W, typename I, typename O>
+using Fwd = FwdTraits<W, I, O, kNorm, Stage::kForward>;
+
+// Staged, the shapes of sm90.def's RMSNorm lines (bf16 h1536/h4096/h7168, FP8 z, fp32).
+template __global__ void norm_fwd_staged_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 3, 1536, 64, 1>>(const FwdParams);
+template __global__ void norm_fwd_staged_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 4, 4096, 128, 1>>(const FwdParams);
+template __global__ void norm_fwd_staged_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 4, 7168, 224, 1>>(const FwdParams);
+template __global__ void norm_fwd_staged_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, fp8e4m3_t>, FwdShape<8, 4, 7168, 128, 1>>(const FwdParams);
+template __global__ void norm_fwd_staged_kernel<Fwd<NormType::kRMSNorm, float, float, float>, FwdShape<4, 4, 4096, 256, 1>>(const FwdParams);
+
+// Pipelined, the general entry's 2- and 4-vector kernels.
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 4>>(const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 4>>(const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, bf16_t>, FwdShape<8, 2>>(const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, fp16_t, fp16_t, fp16_t>, FwdShape<8, 4>>(const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, fp8e4m3_t>, FwdShape<8, 4>>(const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, float, float, float>, FwdShape<4, 4>>(const FwdParams);
+
+}  // namespace normtune
