@@ -1,4 +1,4 @@
-// normtune: the command-line tool. Subcommands: list, info (more come with the kernels).
+// The normtune command-line tool: bench, tune, list and info (see kUsage below).
 #include <cstdio>
 #include <cstring>
 #include <string>

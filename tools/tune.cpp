@@ -40,7 +40,7 @@ const char* const kHelp = R"(normtune tune [options]
                      scaled e4m3: the lines for an fp8e4m3 otype), mxfp8, nvfp4, mxfp4,
                      fp8b128 (row-wise block-scaled z, as in bench: NORMTUNE_TUNED_SCALED
                      lines, staged layouts only, whole blocks per group of lanes)
-    --hidden LIST    hidden sizes (default: the sizes of the sm90 table)
+    --hidden LIST    hidden sizes (default: the sm90 table's 17, 128 to 16384)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
     --confirm N      forward: the candidates within 3% of the fastest (at most 6) are
