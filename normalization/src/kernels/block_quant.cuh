@@ -28,9 +28,12 @@ struct BlockQuantizer {
   const float* table = nullptr;    // NVFP4: fill_table's multipliers
 
   // `table`: kBlockTableSize<Traits> floats of shared memory that fill_table has filled (and a
-  // CTA barrier has published) before block() is called.
-  __device__ __forceinline__ BlockQuantizer(const FwdParams& p, const float* table_) : table(table_) {
-    if constexpr (kMode == ScalingMode::kNvfp4_1D) s_enc = encode_scale(p);
+  // CTA barrier has published) before block() is called, from the same global amax: z's
+  // row-wise one, or another (NVFP4's column-wise data encodes with z.columnwise_amax).
+  __device__ __forceinline__ BlockQuantizer(const FwdParams& p, const float* table_)
+      : BlockQuantizer(p.global_amax, table_) {}
+  __device__ __forceinline__ BlockQuantizer(const float* global_amax, const float* table_) : table(table_) {
+    if constexpr (kMode == ScalingMode::kNvfp4_1D) s_enc = encode_scale(global_amax);
   }
 
   // NVFP4: S_enc from a global amax (none: an amax of 0, an encode scale of 1); z's row-wise
@@ -53,20 +56,23 @@ struct BlockQuantizer {
     }
   }
 
-  // The multiplier of a block whose max |value| is amax; its scale stored at scale offset
-  // `at` when `write`.
+  // The multiplier of a block whose max |value| is amax; its scale stored at offset `at` of
+  // `scales` (z's row-wise scales unless said) when `write`.
   __device__ __forceinline__ float block(const FwdParams& p, float amax, int64_t at, bool write) const {
+    return block(p.block_scales, amax, at, write);
+  }
+  __device__ __forceinline__ float block(uint8_t* scales, float amax, int64_t at, bool write) const {
     if constexpr (kMode == ScalingMode::kMxfp8_1D || kMode == ScalingMode::kMxfp4_1D) {
       const uint8_t e = mx_scale_exponent(amax, kFp4 ? kFp4E2M1Max : fp8_max(Elem<O>::kDType));
-      if (write) p.block_scales[at] = e;
+      if (write) scales[at] = e;
       return mx_inverse_scale(e);
     } else if constexpr (kMode == ScalingMode::kNvfp4_1D) {
       const uint8_t code = from_float<fp8e4m3_t>(nvfp4_block_decode_scale(amax, s_enc)).bits;
-      if (write) p.block_scales[at] = code;
+      if (write) scales[at] = code;
       return table[code & 0x7F];  // (the mask only tells the compiler the index's range)
     } else {
       const float scale = fp8_block_scale(amax, fp8_max(Elem<O>::kDType));
-      if (write) reinterpret_cast<float*>(p.block_scales)[at] = fp8_block_scale_inv(scale);
+      if (write) reinterpret_cast<float*>(scales)[at] = fp8_block_scale_inv(scale);
       return scale;
     }
   }

@@ -130,8 +130,7 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
   const int group = static_cast<int>(threadIdx.x) / kMxTileLanes;
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const Quant quant(p, s.row_table);
-  [[maybe_unused]] const float col_s_enc = F::kNvfp4 ? Quant::encode_scale(p.colwise_global_amax) : 1.f;
-  [[maybe_unused]] const float max_code = F::kNvfp4 ? kFp4E2M1Max : fp8_max(Elem<O>::kDType);
+  const Quant col_quant(p.colwise_global_amax, s.col_table);  // (MXFP8: no global amax)
   // The next row's scale (the same 32-row group of the swizzled layout).
   const int64_t row_step = p.swizzled_scales ? 16 : block_scale_cols(F::kMode, p.rows, hidden);
 #pragma unroll 1
@@ -204,19 +203,9 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
       for (int w = 1; w < F::kGroupsPerColBlock; ++w) m = fmaxf(m, s.col_max[b * F::kGroupsPerColBlock + w][k][lane]);
       const int64_t rb = row0 / F::kBlock + b;  // the column block's index down the column
       const bool there = col_ok && rb * F::kBlock < p.rows;
-      if constexpr (F::kNvfp4) {
-        const uint8_t code = from_float<fp8e4m3_t>(nvfp4_block_decode_scale(m, col_s_enc)).bits;
-        s.col_inv[b][k][lane] = s.col_table[code & 0x7F];
-        if (there) {
-          p.colwise_block_scales[nvfp4_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales)] = code;
-        }
-      } else {
-        const uint8_t ce = mx_scale_exponent(m, max_code);
-        s.col_inv[b][k][lane] = mx_inverse_scale(ce);
-        if (there) {
-          p.colwise_block_scales[mx_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales)] = ce;
-        }
-      }
+      const int64_t at = F::kNvfp4 ? nvfp4_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales)
+                                   : mx_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales);
+      s.col_inv[b][k][lane] = col_quant.block(p.colwise_block_scales, m, at, there);
     }
     __syncthreads();
     float cinv[kVec];
