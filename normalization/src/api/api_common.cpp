@@ -1,7 +1,6 @@
 #include "api/api_common.h"
 #include "kernels/block_scale.h"
 
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -582,9 +581,9 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
   return kernel_registry().get_kernel(key, arch, args);
 }
 
-size_t answered_workspace(const NormKey& key, const void* args, size_t own, const std::function<size_t()>& native) {
+std::optional<size_t> table_backend_workspace(const NormKey& key, const void* args) {
   const TunedBackendLine* line = t_table_line;
-  if (line == nullptr) return own;
+  if (line == nullptr) return std::nullopt;
   // The line's backend's need for the key and row count (its plan's: the data is not looked
   // at), 0 where it has none for the key or cannot say: its library missing, or a plan it
   // cannot build for this shape (remembered per shape: then neither call runs it).
@@ -598,7 +597,7 @@ size_t answered_workspace(const NormKey& key, const void* args, size_t own, cons
       backend = 0;
     }
   }
-  return std::max({own, backend, native()});
+  return backend;
 }
 
 const KernelEntry& cudnn_kernel(const NormKey& key, const void* args, const char* source) {

@@ -11,9 +11,10 @@
 // Every message names the argument, what was expected and what was given.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <span>
 
 #include <normtune/common/error.h>
@@ -65,8 +66,20 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 // made with null pointers may pass and the real call not (or the other way round): both
 // calls must get the same answer. That need depends on the key, the row count and the
 // device only (a plan the backend cannot build for a shape counts 0, for every call of that
-// shape). A kernel uses only its own part of a larger workspace.
-size_t answered_workspace(const NormKey& key, const void* args, size_t own, const std::function<size_t()>& native);
+// shape). A kernel uses only its own part of a larger workspace. (`native` is called only
+// then; a template, so that the call's path builds no std::function.)
+template <typename Native>
+size_t answered_workspace(const NormKey& key, const void* args, size_t own, const Native& native);
+
+// The need of the backend a tuned line names for this call's key (select_kernel considered
+// the line for this call), or nullopt when no line names another backend.
+std::optional<size_t> table_backend_workspace(const NormKey& key, const void* args);
+
+template <typename Native>
+size_t answered_workspace(const NormKey& key, const void* args, size_t own, const Native& native) {
+  const std::optional<size_t> backend = table_backend_workspace(key, args);
+  return backend ? std::max({own, *backend, native()}) : own;
+}
 
 // The cuDNN backend's entry for `key`, or normtune::Error naming `source` (what asked for
 // cuDNN) and why it cannot run the call: not built in, not implemented for the key, the
