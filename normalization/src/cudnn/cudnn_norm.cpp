@@ -23,10 +23,9 @@
 // into an fp32 slot after cuDNN's workspace (the size query answers both; zeroed before each
 // run). Then one small kernel (fp8_finish.cu) folds that amax into z's amax with an atomic
 // max, as the native kernels do (a caller that does not zero it keeps the max over calls),
-// and writes scale_inv = 1 / scale, an IEEE division as the native kernels'. Not known until
-// run on a GPU: whether cuDNN's AMAX ignores NaN values as the native kernels do (a NaN
-// graph amax is ignored by the fold, so a NaN row would then hide the others' max) and
-// whether its FP8 conversion saturates as theirs (Fp8ForwardMatchesTheReference checks both).
+// and writes scale_inv = 1 / scale, an IEEE division as the native kernels'. On the H200
+// (cuDNN 9.14), Fp8ForwardMatchesTheReference found both as the native kernels: a NaN row
+// leaves the amax the max over the other rows, and the FP8 conversion saturates.
 #include "cudnn/cudnn_norm.h"
 
 #include <cuda_runtime.h>
