@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <normtune/registry/norm_key.h>
 
@@ -131,18 +132,48 @@ struct OutputScale {
   bool track = false;
 };
 
-template <bool kRms, typename I, typename W, typename O, int kVec>
+// One output value in fp32: (x - mean) * rsigma * g (+ b), g = gamma, or gamma + 1 with
+// zero-centered gamma (kShift, a compile-time choice: the common call spends no add on it).
+// Into a z narrower than fp32, (x - mean) * rsigma is one fma, x * rsigma - mean * rsigma:
+// the product mean * rsigma, rounded once per row, adds an error of at most 2^-24 |mean| /
+// sigma to a value z then rounds at 2^-8 (bf16) or finer; an fp32 z keeps the subtraction
+// first. LayerNorm's beta joins in the last fma. 2-3 instructions per element where there
+// were 4-5: LayerNorm's long rows are bound by their instruction count.
+template <bool kRms, bool kShift, typename O>
+struct NormValue {
+  float rsigma, offset;  // offset: -mean * rsigma (the fma form), else the mean
+  static constexpr bool kFma = !kRms && sizeof(O) < 4;
+  __device__ __forceinline__ NormValue(float mean, float rs) : rsigma(rs), offset(kFma ? -mean * rs : mean) {}
+  __device__ __forceinline__ float operator()(float x, float g, float b) const {
+    const float gs = kShift ? g + 1.f : g;
+    if constexpr (kRms) return x * rsigma * gs;
+    const float n = kFma ? fmaf(x, rsigma, offset) : (x - offset) * rsigma;
+    return fmaf(n, gs, b);
+  }
+};
+
+// Calls f(std::true_type) for zero-centered gamma, f(std::false_type) otherwise: the output
+// loops are compiled once for each.
+template <typename F>
+__device__ __forceinline__ void with_gamma_shift(bool zero_centered, F&& f) {
+  if (zero_centered) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+template <bool kRms, bool kShift, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
-                                             const Vec<W, kVec>& b, float mean, float rsigma,
-                                             float gamma_shift, O* z, OutputScale& q) {
+                                             const Vec<W, kVec>& b, const NormValue<kRms, kShift, O>& norm,
+                                             O* z, OutputScale& q) {
   float x[kVec], gf[kVec], bf[kVec], y[kVec];
   unpack_floats(in, x);
   unpack_floats(g, gf);
   if constexpr (!kRms) unpack_floats(b, bf);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    y[k] = (x[k] - mean) * rsigma * (gf[k] + gamma_shift);
-    if constexpr (!kRms) y[k] += bf[k];
+    y[k] = norm(x[k], gf[k], kRms ? 0.f : bf[k]);
     if constexpr (kIsFp8<O>) {  // per-tensor FP8 (block-scaled outputs take their own path)
       q.amax = fmaxf(q.amax, fabsf(y[k]));  // before scaling; fmaxf drops a NaN
       y[k] *= q.scale;
@@ -253,7 +284,6 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   if (C > 1) platform::cluster_arrive_relaxed();  // completed by the first cluster reduction
   const int64_t num_tiles = (p.rows + rows_per_cta - 1) / rows_per_cta;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
-  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const W* gamma = static_cast<const W*>(p.gamma);
   const W* beta = static_cast<const W*>(p.beta);
   O* z = static_cast<O*>(p.z);
@@ -352,37 +382,40 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
       if constexpr (!kRms) p.mu[row] = mean;
     }
 
-    if constexpr (!kStream) {
+    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
+      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
+      if constexpr (!kStream) {
 #pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        const int v = vec_index(i);
-        if (row_ok && v < nvec) {
-          const int64_t off = static_cast<int64_t>(v) * kVec;
-          if constexpr (kHoldWeights) {
-            store_output<kRms>(x_r[i], gamma_r[i], beta_r[i], mean, rsigma, gamma_shift, z + base + off, q);
-          } else {
+        for (int i = 0; i < kN; ++i) {
+          const int v = vec_index(i);
+          if (row_ok && v < nvec) {
+            const int64_t off = static_cast<int64_t>(v) * kVec;
+            if constexpr (kHoldWeights) {
+              store_output(x_r[i], gamma_r[i], beta_r[i], norm, z + base + off, q);
+            } else {
+              VW g, b;
+              g.load(gamma + off);
+              if constexpr (!kRms) b.load(beta + off);
+              store_output(x_r[i], g, b, norm, z + base + off, q);
+            }
+          }
+        }
+      } else {
+#pragma unroll 4
+        for (int i = 0; i < steps; ++i) {
+          const int v = vec_index(i);
+          if (row_ok && v < nvec) {
+            const int64_t off = static_cast<int64_t>(v) * kVec;
+            VI in;
+            reload_input<I, kVec, kAdd>(p, base + off, in);
             VW g, b;
             g.load(gamma + off);
             if constexpr (!kRms) b.load(beta + off);
-            store_output<kRms>(x_r[i], g, b, mean, rsigma, gamma_shift, z + base + off, q);
+            store_output(in, g, b, norm, z + base + off, q);
           }
         }
       }
-    } else {
-#pragma unroll 4
-      for (int i = 0; i < steps; ++i) {
-        const int v = vec_index(i);
-        if (row_ok && v < nvec) {
-          const int64_t off = static_cast<int64_t>(v) * kVec;
-          VI in;
-          reload_input<I, kVec, kAdd>(p, base + off, in);
-          VW g, b;
-          g.load(gamma + off);
-          if constexpr (!kRms) b.load(beta + off);
-          store_output<kRms>(in, g, b, mean, rsigma, gamma_shift, z + base + off, q);
-        }
-      }
-    }
+    });
   }
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
   cluster_exit(C, phase);

@@ -167,14 +167,10 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
       if (ok) {
         float x[kVec];
         unpack_floats(fetch(local, v), x);
-        const float mean = kRms ? 0.f : s.row_mean[local], rsigma = s.row_rsigma[local];
+        const NormValue<kRms, false, O> norm(kRms ? 0.f : s.row_mean[local], s.row_rsigma[local]);  // (gs: shifted)
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          if constexpr (kRms) {
-            y[j][k] = x[k] * rsigma * gs[k];
-          } else {
-            y[j][k] = (x[k] - mean) * rsigma * gs[k] + bs[k];
-          }
+          y[j][k] = norm(x[k], gs[k], bs[k]);
           const float a = fabsf(y[j][k]);
           amax = fmaxf(amax, a);
           cmax[k] = fmaxf(cmax[k], a);

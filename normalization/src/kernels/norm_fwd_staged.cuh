@@ -188,7 +188,6 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
   const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
   const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
   OutputScale q = output_scale<Traits>(p);
-  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   if (row_ok && t == 0 && rank == 0) {
     p.rsigma[row] = rsigma;
     if constexpr (!kRms) p.mu[row] = mean;
@@ -209,7 +208,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
     const Quant quant(p, block_table);
     const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
-    auto blocks = [&](auto staged_weights) {
+    auto blocks = [&](auto staged_weights, auto shift) {
+      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
       // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
       // without breaking the lanes' convergence, and LLVM refuses.)
       for (int i = 0; i < N; ++i) {
@@ -231,8 +231,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
           const VI in = xs[s];
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            y[k] = (to_float(in.v[k]) - mean) * rsigma * (to_float(g.v[k]) + gamma_shift);
-            if constexpr (!kRms) y[k] += to_float(bt.v[k]);
+            y[k] = norm(to_float(in.v[k]), to_float(g.v[k]), kRms ? 0.f : to_float(bt.v[k]));
             amax = fmaxf(amax, fabsf(y[k]));
           }
         } else {
@@ -248,15 +247,18 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
         if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
       }
     };
-    if (stage_weights) {
-      blocks(std::true_type{});
-    } else {
-      blocks(std::false_type{});
-    }
+    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
+      if (stage_weights) {
+        blocks(std::true_type{}, shift);
+      } else {
+        blocks(std::false_type{}, shift);
+      }
+    });
   } else if (row_ok) {
     // Compiled twice, for staged and for loaded weights, as above: a run-time choice inside
     // the loop issued both ways' loads and selected between them, element by element.
-    auto outputs = [&](auto staged_weights) {
+    auto outputs = [&](auto staged_weights, auto shift) {
+      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
 #pragma unroll 4
       for (int i = 0; i < N; ++i) {
         const int v = vec_of(i);
@@ -271,14 +273,16 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
           g.load(gamma + off);
           if constexpr (!kRms) b.load(beta + off);
         }
-        store_output<kRms>(xs[s], g, b, mean, rsigma, gamma_shift, z + off, q);
+        store_output(xs[s], g, b, norm, z + off, q);
       }
     };
-    if (stage_weights) {
-      outputs(std::true_type{});
-    } else {
-      outputs(std::false_type{});
-    }
+    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
+      if (stage_weights) {
+        outputs(std::true_type{}, shift);
+      } else {
+        outputs(std::false_type{}, shift);
+      }
+    });
   }
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
 }

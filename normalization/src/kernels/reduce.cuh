@@ -15,8 +15,10 @@ struct Floats {
   float v[K];
 };
 
-// Plain sums (RMSNorm's sum of squares).
+// Plain sums (RMSNorm's sum of squares). Commutative bit for bit (IEEE addition), so a
+// butterfly step need not order its operands.
 struct AddOp {
+  static constexpr bool kCommutative = true;
   template <int K>
   __device__ __forceinline__ Floats<K> operator()(const Floats<K>& a, const Floats<K>& b) const {
     Floats<K> r;
@@ -31,12 +33,14 @@ struct AddOp {
 // Accurate whatever the mean, unlike sum(x^2) - n mean^2. nb / n is the hardware reciprocal
 // (2 ulp; n is a count): an IEEE division is a dozen instructions and a slow-path call on
 // the reduction's critical path, and made LayerNorm 1.2-1.4x RMSNorm's time on every layout.
-// {0, 0, 0} (no elements) is its identity, as all zeros is AddOp's.
+// {0, 0, 0} (no elements) is its identity, as all zeros is AddOp's. Branch-free: with no
+// element on either side (n = 0, both partials all zeros) wb is 0 and the result is a; a
+// branch here put divergent paths on every butterfly step's critical path.
 struct MeanVarOp {
+  static constexpr bool kCommutative = false;
   __device__ __forceinline__ Floats<3> operator()(const Floats<3>& a, const Floats<3>& b) const {
     const float n = a.v[0] + b.v[0];
-    if (n == 0.f) return a;
-    const float wb = __fdividef(b.v[0], n);
+    const float wb = __fdividef(b.v[0], fmaxf(n, 1.f));  // n: 0 or a count of at least 1
     const float d = b.v[1] - a.v[1];
     return {{n, a.v[1] + d * wb, a.v[2] + b.v[2] + d * d * a.v[0] * wb}};
   }
@@ -63,7 +67,20 @@ __device__ __forceinline__ Floats<K> butterfly(Floats<K> s, Op op, int width, in
       Floats<K> other;
 #pragma unroll
       for (int k = 0; k < K; ++k) other.v[k] = platform::shfl_xor(s.v[k], offset);
-      s = (lane & offset) == 0 ? op(s, other) : op(other, s);
+      if constexpr (Op::kCommutative) {
+        s = op(s, other);
+      } else {
+        // The operands ordered by selects, then one op: `lower ? op(s, other) : op(other, s)`
+        // ran both orders' code (divergent lanes) on every step.
+        const bool lower = (lane & offset) == 0;
+        Floats<K> lo, hi;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          lo.v[k] = lower ? s.v[k] : other.v[k];
+          hi.v[k] = lower ? other.v[k] : s.v[k];
+        }
+        s = op(lo, hi);
+      }
     }
   }
   return s;
