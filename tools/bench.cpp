@@ -74,6 +74,9 @@ const char* const kHelp = R"(normtune bench [options]
   shapes (rows <= 128) also µs per call in a CUDA graph of 100 calls (graph_us, and the
   baseline's) and the host's µs per call over 100 back-to-back calls (the CPU cost of the
   checks, the kernel choice, a cuDNN plan lookup and the launch; "host" after the kernel).
+  The header gives the floor under that: the host's µs per launch of an empty kernel by
+  <<<>>> and by cudaLaunchKernelEx with programmatic dependent launch, as the norms are
+  launched (host_us_per_empty_launch in the JSON).
   Bytes: norm = read x, gamma (+beta), write z, rsigma (+mu); fused add = read x, residual,
   gamma, write z, residual_out, rsigma (z: FP8 a byte per element, e2m1 half a byte, block
   scales one scale each, mxfp8c and nvfp4c both copies and both scales); backward = read dz, x, rsigma (+mu), gamma (+add),
@@ -203,8 +206,23 @@ struct Result {
   std::string verified = "no";
 };
 
+// The host's time per launch of an empty kernel, both ways the library could launch: the part
+// of a call's host time (Result::host_us) that is the launch itself rather than normtune's
+// checks and kernel choice.
+struct LaunchFloor {
+  double plain_us = -1, extended_us = -1;
+};
+
+LaunchFloor launch_floor(Timer& timer) {
+  LaunchFloor f;
+  f.plain_us = timer.time_host([](cudaStream_t s) { launch_empty(false, s); }, 100, 20).median_us;
+  f.extended_us = timer.time_host([](cudaStream_t s) { launch_empty(true, s); }, 100, 20).median_us;
+  NORMTUNE_CUDA_CHECK(cudaGetLastError());
+  return f;
+}
+
 void write_outputs(const Options& o, const std::vector<Result>& results, double peak,
-                   const DeviceInfo& dev) {
+                   const LaunchFloor& floor, const DeviceInfo& dev) {
   auto tbps = [](const Result& r) { return r.bytes / (r.t.median_us * 1e-6) / 1e12; };
   if (!o.csv.empty()) {
     std::ofstream f(o.csv);
@@ -222,7 +240,8 @@ void write_outputs(const Options& o, const std::vector<Result>& results, double 
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << "{\n  \"device\": \"" << dev.name << "\",\n  \"sm_count\": " << dev.sm_count
-      << ",\n  \"copy_peak_tbps\": " << peak << ",\n  \"results\": [\n";
+      << ",\n  \"copy_peak_tbps\": " << peak << ",\n  \"host_us_per_empty_launch\": {\"plain\": " << floor.plain_us
+      << ", \"extended_pdl\": " << floor.extended_us << "},\n  \"results\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       f << "    {\"op\": \"" << r.op << "\", \"dtype\": \"" << r.dtype << "\", \"out\": \"" << r.out
@@ -256,7 +275,10 @@ int run(const std::vector<std::string_view>& args) {
   std::printf("device: %s (%d SMs); 2 GiB device copy: %.2f TB/s (the 100%% below)\n", dev.name.c_str(),
               dev.sm_count, peak);
   std::printf("timing: median of %d reps after %d warm-up, L2 flushed before each; decode rows <= 128 "
-              "also per call in a CUDA graph, and the host's time per call\n\n", o.reps, o.warmup);
+              "also per call in a CUDA graph, and the host's time per call\n", o.reps, o.warmup);
+  const LaunchFloor floor = launch_floor(timer);
+  std::printf("host time per launch of an empty kernel (the floor under \"host\"): <<<>>> %.2f us, "
+              "cudaLaunchKernelEx with programmatic dependent launch %.2f us\n\n", floor.plain_us, floor.extended_us);
   std::printf("%-15s %-10s %13s %9s %15s %7s %6s  %-10s %9s %6s %9s %9s  %s\n", "op", "dtype>z", "shape", "us",
               "p10-p90", "TB/s", "%copy", "baseline", "base_us", "ratio", "graph_us", "base_gr", "kernel");
 
@@ -454,7 +476,7 @@ int run(const std::vector<std::string_view>& args) {
       }  // outs
     }
   }  // dtypes
-  write_outputs(o, results, peak, dev);
+  write_outputs(o, results, peak, floor, dev);
   return 0;
 }
 

@@ -12,6 +12,8 @@ namespace normtune::bench {
 
 namespace {
 
+__global__ void empty_kernel() {}
+
 // Reads two arrays, writes one or two (the byte pattern of a backward pass and of a fused
 // add forward): 16-byte accesses, grid-stride.
 __global__ void two_reads_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
@@ -172,6 +174,14 @@ void with_wide_type(DType t, const char* what, Fn&& fn) {
   }
 }
 }  // namespace
+
+void launch_empty(bool extended, cudaStream_t stream) {
+  if (extended) {
+    (void)platform::launch(empty_kernel, 1, 128, platform::LaunchOptions{.dependent = true}, stream);
+  } else {
+    empty_kernel<<<1, 128, 0, stream>>>();
+  }
+}
 
 void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
                      cudaStream_t stream) {

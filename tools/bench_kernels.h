@@ -41,6 +41,12 @@ void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, si
 void launch_cast_fp4_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
                            cudaStream_t stream);
 
+// An empty kernel, one CTA of 128 threads: what a launch alone costs the host, the floor under a
+// norm call's host time. `extended`: through cudaLaunchKernelEx with the programmatic-
+// dependent-launch attribute, as the norm kernels are launched (platform::launch); otherwise
+// <<<>>>. Errors are left for the caller's next check.
+void launch_empty(bool extended, cudaStream_t stream);
+
 // A separate row-wise block quantization of x [rows, hidden] (hidden a multiple of the
 // block; e4m3 codes for the FP8 modes): codes into z, scales into scales (compact layout;
 // NVFP4 with the global amax at global_amax). What an unfused norm + quantization runs after
