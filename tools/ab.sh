@@ -34,9 +34,11 @@ case "$cmd" in
     mkdir -p "$out"
     export PATH="/usr/local/cuda/bin:$PATH"
     build() {  # source dir, build dir, log
-      cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 >"$3" 2>&1 &&
-        cmake --build "$2" --parallel "$(nproc)" --target normtune_cli >>"$3" 2>&1 ||
-        { grep -E "error" "$3" | head -20; exit 1; }
+      if ! { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 >"$3" 2>&1 &&
+             cmake --build "$2" --parallel "$(nproc)" --target normtune_cli >>"$3" 2>&1; }; then
+        grep -E "error" "$3" | head -20
+        exit 1
+      fi
     }
     start=$(date +%s)
     build "$root" "$root/build-gpu" "$out/ab_build_new.log"
