@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <normtune/reference.h>
@@ -36,6 +37,10 @@ struct FwdCase {
   Specials x_specials;  // NaN/Inf put into x
   uint8_t poison = 0xFF;  // the outputs' poison byte (0xFF: NaN; untouched() expects it)
   double fp8_scale = kFp8CaseScale;  // an FP8 z's per-tensor scale (larger: codes saturate)
+  // x's distribution: normal, mean x_mean (NaN: 0.5 for LayerNorm, so that the mean matters;
+  // 0 for RMSNorm), standard deviation x_stddev; 0 gives rows of one value, x_mean.
+  double x_mean = std::nan("");
+  double x_stddev = 1.0;
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
@@ -77,17 +82,29 @@ struct FwdResult {
 // The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
 // with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
 // gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).
+// The case's inputs, as FwdProblem makes them (tests that check an output exactly rebuild them).
+inline HostArray case_x(const FwdCase& c) {
+  const double mean = std::isnan(c.x_mean) ? (c.norm == NormType::kLayerNorm ? 0.5 : 0.0) : c.x_mean;
+  HostArray x(c.itype, c.rows * c.hidden);
+  if (c.x_stddev == 0.0) {
+    for (size_t i = 0; i < x.count; ++i) x.set(i, mean);
+  } else {
+    x = random_array(c.itype, c.rows * c.hidden, c.seed, mean, c.x_stddev);
+  }
+  return with_specials(std::move(x), c.x_specials);
+}
+inline HostArray case_beta(const FwdCase& c) { return random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5); }
+
 class FwdProblem {
  public:
   explicit FwdProblem(const FwdCase& c)
       : c_(c),
         n_(c.rows * c.hidden),
         ln_(c.norm == NormType::kLayerNorm),
-        // LayerNorm inputs get an offset so that the mean matters.
-        x_(with_specials(random_array(c.itype, n_, c.seed, ln_ ? 0.5 : 0.0, 1.0), c.x_specials)),
+        x_(case_x(c)),
         residual_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
         gamma_(random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),
-        beta_(random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5)),
+        beta_(case_beta(c)),
         d_x_(DeviceArray::from_host(x_, c.x_offset)),
         d_res_(DeviceArray::from_host(residual_, c.x_offset)),
         d_gamma_(DeviceArray::from_host(gamma_, c.gamma_offset)),

@@ -170,6 +170,37 @@ TEST_F(NormFwdGpu, ZeroCenteredGamma) {
   }
 }
 
+// A row of one value (a padding row, a saturated activation): x - mean is exactly 0, so z is
+// beta exactly whatever rsigma (here 1 / sqrt(eps)), on every layout (registers, staged,
+// pipelined on a cluster, general). An output stage computing x * rsigma - mean * rsigma in
+// one fma is off there by its rounding, 2^-24 * 100 * 316 = 0.002. Then a large offset with
+// a small spread (mean 100, standard deviation 0.05): against the reference.
+TEST_F(NormFwdGpu, LayerNormOfAConstantRowIsBeta) {
+  for (DType t : kWide) {
+    for (size_t hidden : {size_t{4096}, size_t{777}, size_t{262144}}) {
+      FwdCase c;
+      c.norm = NormType::kLayerNorm;
+      c.wtype = c.itype = c.otype = t;
+      c.hidden = hidden;
+      c.rows = hidden > 100000 ? 2 : 5;
+      c.x_mean = 100.0;
+      c.x_stddev = 0.0;
+      const FwdResult r = run_fwd(c);
+      const HostArray beta = case_beta(c);
+      size_t wrong = 0;
+      for (size_t i = 0; i < c.rows * c.hidden && wrong < 5; ++i) {
+        if (r.z.get(i) != beta.get(i % c.hidden)) {
+          ADD_FAILURE() << c.describe() << ": z[" << i << "] = " << r.z.get(i) << ", beta " << beta.get(i % c.hidden);
+          ++wrong;
+        }
+      }
+      for (size_t row = 0; row < c.rows; ++row) EXPECT_EQ(r.mu.get(row), 100.0) << c.describe() << " row " << row;
+      c.x_stddev = 0.05;
+      run_fwd(c);
+    }
+  }
+}
+
 TEST_F(NormFwdGpu, FusedAddInAndOutOfPlace) {
   for (DType t : kWide) {
     for (bool in_place : {false, true}) {

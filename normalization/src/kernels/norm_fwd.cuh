@@ -133,22 +133,23 @@ struct OutputScale {
 };
 
 // One output value in fp32: (x - mean) * rsigma * g (+ b), g = gamma, or gamma + 1 with
-// zero-centered gamma (kShift, a compile-time choice: the common call spends no add on it).
-// Into a z narrower than fp32, (x - mean) * rsigma is one fma, x * rsigma - mean * rsigma:
-// the product mean * rsigma, rounded once per row, adds an error of at most 2^-24 |mean| /
-// sigma to a value z then rounds at 2^-8 (bf16) or finer; an fp32 z keeps the subtraction
-// first. LayerNorm's beta joins in the last fma. 2-3 instructions per element where there
-// were 4-5: LayerNorm's long rows are bound by their instruction count.
-template <bool kRms, bool kShift, typename O>
+// zero-centered gamma (kShift, a compile-time choice: the common call spends no add on it);
+// LayerNorm's beta joins in one fma. (x - mean) is rounded before the product, as TE does:
+// the one-fma form x * rsigma - mean * rsigma saves an instruction per element but is off by
+// up to 2^-24 |mean| rsigma, visible where a row is (nearly) constant and rsigma is
+// 1 / sqrt(eps) (a row of 100s: 2^-24 * 100 * 316 = 0.002, where z should be beta).
+// With kShift, `shift` is what is added to gamma: 1 (with_gamma_shift's zero-centered path), or
+// a run-time 0 or 1 where one loop serves both (the pipelined kernel: two copies of its
+// output loop cost its 4-vector fp16 LayerNorm 116 bytes of spills at 64 registers).
+template <bool kRms, bool kShift>
 struct NormValue {
-  float rsigma, offset;  // offset: -mean * rsigma (the fma form), else the mean
-  static constexpr bool kFma = !kRms && sizeof(O) < 4;
-  __device__ __forceinline__ NormValue(float mean, float rs) : rsigma(rs), offset(kFma ? -mean * rs : mean) {}
+  float mean, rsigma, shift;
+  __device__ __forceinline__ NormValue(float mu, float rs, float gamma_shift = 1.f)
+      : mean(mu), rsigma(rs), shift(gamma_shift) {}
   __device__ __forceinline__ float operator()(float x, float g, float b) const {
-    const float gs = kShift ? g + 1.f : g;
+    const float gs = kShift ? g + shift : g;
     if constexpr (kRms) return x * rsigma * gs;
-    const float n = kFma ? fmaf(x, rsigma, offset) : (x - offset) * rsigma;
-    return fmaf(n, gs, b);
+    return fmaf((x - mean) * rsigma, gs, b);
   }
 };
 
@@ -165,7 +166,7 @@ __device__ __forceinline__ void with_gamma_shift(bool zero_centered, F&& f) {
 
 template <bool kRms, bool kShift, typename I, typename W, typename O, int kVec>
 __device__ __forceinline__ void store_output(const Vec<I, kVec>& in, const Vec<W, kVec>& g,
-                                             const Vec<W, kVec>& b, const NormValue<kRms, kShift, O>& norm,
+                                             const Vec<W, kVec>& b, const NormValue<kRms, kShift>& norm,
                                              O* z, OutputScale& q) {
   float x[kVec], gf[kVec], bf[kVec], y[kVec];
   unpack_floats(in, x);
@@ -383,7 +384,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
     }
 
     with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
-      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
+      const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
       if constexpr (!kStream) {
 #pragma unroll
         for (int i = 0; i < kN; ++i) {

@@ -167,7 +167,7 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
       if (ok) {
         float x[kVec];
         unpack_floats(fetch(local, v), x);
-        const NormValue<kRms, false, O> norm(kRms ? 0.f : s.row_mean[local], s.row_rsigma[local]);  // (gs: shifted)
+        const NormValue<kRms, false> norm(kRms ? 0.f : s.row_mean[local], s.row_rsigma[local]);  // (gs: shifted)
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           y[j][k] = norm(x[k], gs[k], bs[k]);

@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     }
   }
   OutputScale q = output_scale<Traits>(p);
+  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
 
   int j = 0;
@@ -225,21 +226,19 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
       if constexpr (!kRms) p.mu[row] = mean;
     }
     O* z = static_cast<O*>(p.z) + row * hidden;
-    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
-      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
+    const NormValue<kRms, true> norm(mean, rsigma, gamma_shift);  // (one loop: see NormValue)
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int v = vec_of(i);
-        if (v < nvec) {
-          O* zv = z + static_cast<int64_t>(v) * kVec;
-          if constexpr (kBetaInSmem) {
-            store_output(xs[i * G + t], g[i], beta_s[i * G + t], norm, zv, q);
-          } else {
-            store_output(xs[i * G + t], g[i], b[i], norm, zv, q);
-          }
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v < nvec) {
+        O* zv = z + static_cast<int64_t>(v) * kVec;
+        if constexpr (kBetaInSmem) {
+          store_output(xs[i * G + t], g[i], beta_s[i * G + t], norm, zv, q);
+        } else {
+          store_output(xs[i * G + t], g[i], b[i], norm, zv, q);
         }
       }
-    });
+    }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
     issue(row + S * row_step, s);
   }

@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     const Quant quant(p, block_table);
     const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
     auto blocks = [&](auto staged_weights, auto shift) {
-      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
+      const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
       // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
       // without breaking the lanes' convergence, and LLVM refuses.)
       for (int i = 0; i < N; ++i) {
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     // Compiled twice, for staged and for loaded weights, as above: a run-time choice inside
     // the loop issued both ways' loads and selected between them, element by element.
     auto outputs = [&](auto staged_weights, auto shift) {
-      const NormValue<kRms, decltype(shift)::value, O> norm(mean, rsigma);
+      const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
 #pragma unroll 4
       for (int i = 0; i < N; ++i) {
         const int v = vec_of(i);
