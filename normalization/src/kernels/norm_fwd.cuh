@@ -139,8 +139,9 @@ struct OutputScale {
 // up to 2^-24 |mean| rsigma, visible where a row is (nearly) constant and rsigma is
 // 1 / sqrt(eps) (a row of 100s: 2^-24 * 100 * 316 = 0.002, where z should be beta).
 // With kShift, `shift` is what is added to gamma: 1 (with_gamma_shift's zero-centered path), or
-// a run-time 0 or 1 where one loop serves both (the pipelined kernel: two copies of its
-// output loop cost its 4-vector fp16 LayerNorm 116 bytes of spills at 64 registers).
+// a run-time 0 or 1 where one loop serves both (the registers and pipelined kernels: two
+// copies of the output loop spilled at 64 registers, 24-116 bytes in their 2- and 4-vector
+// fp16 kernels; the staged kernels, one row per CTA, keep the compile-time choice).
 template <bool kRms, bool kShift>
 struct NormValue {
   float mean, rsigma, shift;
@@ -285,6 +286,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
   if (C > 1) platform::cluster_arrive_relaxed();  // completed by the first cluster reduction
   const int64_t num_tiles = (p.rows + rows_per_cta - 1) / rows_per_cta;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
+  const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const W* gamma = static_cast<const W*>(p.gamma);
   const W* beta = static_cast<const W*>(p.beta);
   O* z = static_cast<O*>(p.z);
@@ -383,40 +385,38 @@ __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd
       if constexpr (!kRms) p.mu[row] = mean;
     }
 
-    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
-      const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
-      if constexpr (!kStream) {
+    const NormValue<kRms, true> norm(mean, rsigma, gamma_shift);  // (one loop: see NormValue)
+    if constexpr (!kStream) {
 #pragma unroll
-        for (int i = 0; i < kN; ++i) {
-          const int v = vec_index(i);
-          if (row_ok && v < nvec) {
-            const int64_t off = static_cast<int64_t>(v) * kVec;
-            if constexpr (kHoldWeights) {
-              store_output(x_r[i], gamma_r[i], beta_r[i], norm, z + base + off, q);
-            } else {
-              VW g, b;
-              g.load(gamma + off);
-              if constexpr (!kRms) b.load(beta + off);
-              store_output(x_r[i], g, b, norm, z + base + off, q);
-            }
-          }
-        }
-      } else {
-#pragma unroll 4
-        for (int i = 0; i < steps; ++i) {
-          const int v = vec_index(i);
-          if (row_ok && v < nvec) {
-            const int64_t off = static_cast<int64_t>(v) * kVec;
-            VI in;
-            reload_input<I, kVec, kAdd>(p, base + off, in);
+      for (int i = 0; i < kN; ++i) {
+        const int v = vec_index(i);
+        if (row_ok && v < nvec) {
+          const int64_t off = static_cast<int64_t>(v) * kVec;
+          if constexpr (kHoldWeights) {
+            store_output(x_r[i], gamma_r[i], beta_r[i], norm, z + base + off, q);
+          } else {
             VW g, b;
             g.load(gamma + off);
             if constexpr (!kRms) b.load(beta + off);
-            store_output(in, g, b, norm, z + base + off, q);
+            store_output(x_r[i], g, b, norm, z + base + off, q);
           }
         }
       }
-    });
+    } else {
+#pragma unroll 4
+      for (int i = 0; i < steps; ++i) {
+        const int v = vec_index(i);
+        if (row_ok && v < nvec) {
+          const int64_t off = static_cast<int64_t>(v) * kVec;
+          VI in;
+          reload_input<I, kVec, kAdd>(p, base + off, in);
+          VW g, b;
+          g.load(gamma + off);
+          if constexpr (!kRms) b.load(beta + off);
+          store_output(in, g, b, norm, z + base + off, q);
+        }
+      }
+    }
   }
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
   cluster_exit(C, phase);
