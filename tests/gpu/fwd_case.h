@@ -79,9 +79,6 @@ struct FwdResult {
   KernelChoice kernel;
 };
 
-// The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
-// with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
-// gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).
 // The case's inputs, as FwdProblem makes them (tests that check an output exactly rebuild them).
 inline HostArray case_x(const FwdCase& c) {
   const double mean = std::isnan(c.x_mean) ? (c.norm == NormType::kLayerNorm ? 0.5 : 0.0) : c.x_mean;
@@ -95,6 +92,10 @@ inline HostArray case_x(const FwdCase& c) {
 }
 inline HostArray case_beta(const FwdCase& c) { return random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5); }
 
+
+// The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
+// with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
+// gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).
 class FwdProblem {
  public:
   explicit FwdProblem(const FwdCase& c)

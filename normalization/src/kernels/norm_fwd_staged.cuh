@@ -193,6 +193,18 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     if constexpr (!kRms) p.mu[row] = mean;
   }
   [[maybe_unused]] O* z = static_cast<O*>(p.z) + row * hidden;  // (unscaled z: element-addressed)
+  // The output loop below runs as f(staged weights?, zero-centered gamma?), each a compile-time
+  // choice: a run-time one inside the loop issued both ways' loads and unpacking, element by
+  // element.
+  auto for_each_variant = [&](auto&& f) {
+    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
+      if (stage_weights) {
+        f(std::true_type{}, shift);
+      } else {
+        f(std::false_type{}, shift);
+      }
+    });
+  };
   if constexpr (Traits::kBlockScaled) {
     // Block-scaled z (kernels/block_quant.cuh): a block is kGroup consecutive vectors of the
     // row, held by kGroup adjacent lanes (G and the slices are multiples of kGroup: a block
@@ -200,9 +212,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     // lanes, one scale (written by the block's first lane), then each lane's codes of its own
     // vector. Every lane takes every step, as the shuffles need the whole warp; lanes past
     // the row's end (or past the last row) hold zeros and store nothing.
-    // The loop is compiled twice, for staged and for loaded weights (a run-time choice inside
-    // it would issue both ways' loads and unpacking, predicated, for every vector); the scale's
-    // offset has its row part computed once.
+    // The loop runs in each variant (for_each_variant); the scale's offset has its row part
+    // computed once.
     using Quant = BlockQuantizer<Traits>;
     constexpr int kGroup = Quant::kBlock / kVec;
     static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
@@ -247,16 +258,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
         if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
       }
     };
-    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
-      if (stage_weights) {
-        blocks(std::true_type{}, shift);
-      } else {
-        blocks(std::false_type{}, shift);
-      }
-    });
+    for_each_variant(blocks);
   } else if (row_ok) {
-    // Compiled twice, for staged and for loaded weights, as above: a run-time choice inside
-    // the loop issued both ways' loads and selected between them, element by element.
     auto outputs = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
 #pragma unroll 4
@@ -276,13 +279,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
         store_output(xs[s], g, b, norm, z + off, q);
       }
     };
-    with_gamma_shift(p.zero_centered_gamma, [&](auto shift) {
-      if (stage_weights) {
-        outputs(std::true_type{}, shift);
-      } else {
-        outputs(std::false_type{}, shift);
-      }
-    });
+    for_each_variant(outputs);
   }
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
 }
