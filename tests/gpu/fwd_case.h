@@ -41,6 +41,10 @@ struct FwdCase {
   // 0 for RMSNorm), standard deviation x_stddev; 0 gives rows of one value, x_mean.
   double x_mean = std::nan("");
   double x_stddev = 1.0;
+  // z's absolute tolerance when it must exceed the dtype's: rows whose offset is large against
+  // their spread lose to fp32 what the mean's rounding costs, |mean| * 2^-24 * rsigma * |gamma|
+  // per rounding, in every correct fp32 kernel (TransformerEngine's too).
+  double z_atol = 0.0;
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
@@ -243,7 +247,9 @@ class FwdProblem {
       EXPECT_NEAR(r.amax.get(0), amax, 2e-5 * amax) << what << " amax";
       EXPECT_EQ(static_cast<float>(r.scale_inv.get(0)), 1.f / static_cast<float>(c_.fp8_scale)) << what;
     } else {
-      EXPECT_TRUE(close_to_reference(r.z, want.z, output_tolerance(c_.otype), what + " z"));
+      Tolerance tol = output_tolerance(c_.otype);
+      tol.atol = std::max(tol.atol, c_.z_atol);
+      EXPECT_TRUE(close_to_reference(r.z, want.z, tol, what + " z"));
       if (c_.with_amax) {
         // The max |z| of the values as written: exact.
         double amax = 0;
