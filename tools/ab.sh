@@ -10,8 +10,8 @@
 #                                      core), then runs `normtune bench ARGS --json` ROUNDS times
 #                                      (default 2) for each build, base first, and prints per
 #                                      result the best time of each, the ratio to the baseline
-#                                      each time, and new / base. JSON and text under $OUT
-#                                      (default ./out).
+#                                      each time, and new / base (also in $OUT/ab.txt).
+#                                      JSON and text under $OUT (default ./out).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cmd="${1:-}"
@@ -52,7 +52,9 @@ case "$cmd" in
           { tail -5 "$out/ab_${side}_$r.txt"; exit 1; }
       done
     done
-    python3 - "$out" "$rounds" "$(cat "$root/ab_base/.ab_rev" 2>/dev/null || echo base)" <<'PY'
+    # The summary also goes to $OUT/ab.txt, first of the files by name (the device tool returns
+    # a limited number of files).
+    python3 - "$out" "$rounds" "$(cat "$root/ab_base/.ab_rev" 2>/dev/null || echo base)" <<'PY' | tee "$out/ab.txt"
 import json, sys
 out, rounds, base_rev = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def load(side, r):
