@@ -96,7 +96,6 @@ inline HostArray case_x(const FwdCase& c) {
 }
 inline HostArray case_beta(const FwdCase& c) { return random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5); }
 
-
 // The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
 // with any workspace (either call of the two-call protocol), the comparison. An FP8 otype
 // gets TransformerEngine's per-tensor buffers: scale, amax (zeroed), scale_inv (poisoned).

@@ -132,9 +132,9 @@ struct OutputScale {
   bool track = false;
 };
 
-// One output value in fp32: (x - mean) * rsigma * g (+ b), g = gamma, or gamma + 1 with
-// zero-centered gamma (kShift, a compile-time choice: the common call spends no add on it);
-// LayerNorm's beta joins in one fma. (x - mean) is rounded before the product, as TE does:
+// One output value in fp32: (x - mean) * rsigma * g (+ b), g = gamma, or gamma + shift with
+// kShift (zero-centered gamma; without kShift no add is spent on it); LayerNorm's beta joins
+// in one fma. (x - mean) is rounded before the product, as TE does:
 // the one-fma form x * rsigma - mean * rsigma saves an instruction per element but is off by
 // up to 2^-24 |mean| rsigma, visible where a row is (nearly) constant and rsigma is
 // 1 / sqrt(eps) (a row of 100s: 2^-24 * 100 * 316 = 0.002, where z should be beta).
