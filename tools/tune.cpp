@@ -50,10 +50,10 @@ const char* const kHelp = R"(normtune tune [options]
                      training step; 0: off). Layouts that tie on 32M elements part on
                      larger problems (the pipelined and staged RMSNorm lines at 4096-8192:
                      within 1% on 32M elements, 1.1x apart at 32768 x 8192)
-    --clusters N     forward: also try splitting rows of 1024+ vectors over clusters of up
-                     to N CTAs, slices in registers or staged in shared memory (default 8;
-                     16 needs the non-portable cluster size; 1: none). A layout the GPU
-                     cannot launch is skipped with a message.
+    --clusters N     also try splitting rows of 1024+ vectors over clusters of up to N CTAs
+                     (forward: slices in registers or staged in shared memory; backward: the
+                     pipelined layout) (default 8; 16 needs the non-portable cluster size; 1:
+                     none). A layout the GPU cannot launch is skipped with a message.
     --rows LIST      any (the default: lines for every row count, timed on the problem
                      above), decode (forward: NORMTUNE_TUNED_DECODE lines for calls of at
                      most 128 rows, each candidate timed per call in a CUDA graph at 1 and
@@ -66,7 +66,7 @@ const char* const kHelp = R"(normtune tune [options]
                      forward (z of x's dtype) and backward; it is skipped with a message where
                      it does not run (no cuDNN in the build, libcudnn missing, other ops)
     --reps N         timed repetitions per candidate (default 30)
-    --verbose        print every forward candidate's time to stderr
+    --verbose        print every candidate's time to stderr
 )";
 
 namespace {
@@ -222,7 +222,7 @@ std::pair<Plan, double> fastest_verified(std::vector<std::pair<double, Plan>> ti
 
 // Times every backward candidate of `op` (a backward op) and prints the line of the fastest
 // that matches the reference.
-void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
+void tune_backward(const OpInfo& op, const Problem& pb, int max_cluster, const DeviceInfo& dev, bench::Timer& timer,
                    const Options& opt) {
   const int reps = opt.reps;
   const DType t = pb.t;
@@ -267,11 +267,17 @@ void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, b
     return std::make_unique<bench::Workspace>(call, timer.stream());
   };
   std::vector<std::pair<double, BwdPlan>> timed;
-  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size)) {
-    const auto ws = prepare(plan);
-    call(*ws, timer.stream());
-    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
-    timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
+  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size, max_cluster)) {
+    try {
+      const auto ws = prepare(plan);
+      call(*ws, timer.stream());
+      NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
+      timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
+    } catch (const Error& err) {  // a layout the device cannot launch (a cluster too large for it)
+      std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
+      continue;
+    }
+    if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
   }
   auto poison = [&] {
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
@@ -518,7 +524,8 @@ int run(const std::vector<std::string_view>& args) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
           if (out == bench::ZFormat::kSame) {
-            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, dev, timer, opt);
+            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows},
+                          dev.supports_clusters ? clusters : 1, dev, timer, opt);
           }
           continue;
         }

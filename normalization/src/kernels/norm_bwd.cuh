@@ -25,7 +25,9 @@
 //  - long rows (kN == 0): norm_bwd_row_terms_kernel streams each row once to get c1, c2
 //    (to the workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a
 //    vector of columns over a range of rows, so its dgamma partial stays in registers.
-//    x and dz are read twice (the price of rows too long for registers).
+//    x and dz are read twice.
+//  - long rows over a cluster (norm_bwd_pipelined.cuh): each CTA's slice of x and dz staged in
+//    shared memory, the row terms exchanged between the CTAs; x and dz read once.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +56,16 @@ struct BwdTraits {
 };
 
 // The compile-time part of a BwdPlan, as the kernels see it: 0 means "decided at run time";
-// kN == 0 is BwdLayout::kColumns (see make_bwd_shape in launch/norm_bwd_launch.cuh).
-template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0>
+// kN == 0 is BwdLayout::kColumns, kPipelined BwdLayout::kPipelined (with kC CTAs per row),
+// else BwdLayout::kRegisters.
+template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, bool kPipelined_ = false, int kC_ = 0>
 struct BwdShape {
   static constexpr int kVec = kVec_;
   static constexpr int kN = kN_;
   static constexpr int kHidden = kHidden_;
   static constexpr int kG = kG_;
+  static constexpr bool kPipelined = kPipelined_;
+  static constexpr int kC = kC_;
 };
 
 inline constexpr int kBwdColumnThreads = 256;  // CTA of the column kernel

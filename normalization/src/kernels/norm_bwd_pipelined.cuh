@@ -1,0 +1,195 @@
+// Backward RMSNorm / LayerNorm (optionally adding a gradient), pipelined layout for rows too
+// long for one CTA's registers: the backward counterpart of norm_fwd_pipelined.cuh, so that x
+// and dz are read from HBM once (the column-tiled path reads them twice).
+//
+// Persistent CTAs; a row is split over a thread-block cluster of C CTAs (C = 1: one CTA).
+// CTA `rank` of cluster k walks rows k, k + K, k + 2K, ... (K clusters in the grid); thread t
+// copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N) of x and
+// of dz of each row into a ring of S stages of shared memory (cp.async, p.stages = 2..4), so
+// that the next S - 1 rows' copies are in flight while this row reduces and writes dx. Only
+// its own bytes: no barrier between a copy and its read, and none before a stage is refilled.
+// Per row: the slice's row terms (sum dy * y, and sum dy for LayerNorm) are reduced in the CTA
+// and, with C > 1, exchanged as the forward exchanges its statistics: each CTA pushes its
+// partial into slot [j % S][rank] of every CTA of the cluster (st.async counted on that CTA's
+// transaction barrier [j % S]) and sums the C slots in rank order, the same bits in every CTA
+// (why S slot buffers suffice without a per-row cluster barrier: norm_fwd_pipelined.cuh).
+// Then dx of the slice from the staged copies. gamma's slice is held in registers (loaded
+// once); the dgamma (and dbeta) partials of the CTA's columns stay in registers over all its
+// rows, and at the end each CTA writes its columns of partial row k (program k = the
+// cluster): every (program, column) written exactly once, summed by norm_bwd_finalize_kernel
+// in a fixed order. The clusters, hence the programs and the bits, follow from
+// multiprocessorCount as in the other layouts.
+// In place (dx over dz): a row's dz is copied on chip before its dx is written, and the rows
+// in flight are other rows.
+#pragma once
+
+#include "kernels/norm_bwd.cuh"
+
+namespace normtune {
+
+inline constexpr int kMaxBwdStages = 4;
+
+// Shared memory of the ring: per stage the CTA's slice of x, then of dz.
+template <typename Traits, int kVec>
+struct BwdPipelinedLayout {
+  using VI = Vec<typename Traits::Input, kVec>;
+  static_assert(sizeof(VI) == 16, "the ring is filled 16 bytes at a time");
+  static constexpr size_t stage_bytes(int slice_vecs) { return 2 * static_cast<size_t>(slice_vecs) * sizeof(VI); }
+  static constexpr size_t bytes(int slice_vecs, int stages) { return stages * stage_bytes(slice_vecs); }
+};
+
+// One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
+// hold gamma's slice and the fp32 partials (N * kVec * outputs floats: 32 at N = 2 for
+// LayerNorm, 32 at N = 4 for RMSNorm, 64 for LayerNorm at N = 4).
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(const BwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  constexpr int K = Traits::kOutputs;
+  constexpr int kVec = Shape::kVec;
+  constexpr int N = Shape::kN;
+  static_assert(Shape::kPipelined && N >= 1, "norm_bwd_pipelined_kernel holds kN vectors per thread");
+  using Layout = BwdPipelinedLayout<Traits, kVec>;
+  using VI = typename Layout::VI;
+  using VW = Vec<W, kVec>;
+
+  extern __shared__ uint4 bwd_ring[];
+  __shared__ ReduceSmem<K> smem;
+  __shared__ uint64_t exchange_bar[kMaxBwdStages];
+  __shared__ float slots[kMaxBwdStages][kMaxCtasPerRow][K];  // [row % S][rank]
+  int phase = 0;
+  platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
+
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int G = Shape::kG ? Shape::kG : static_cast<int>(blockDim.x);  // one row per CTA
+  const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
+  const int nvec = hidden / kVec;
+  const int slice = N * G;
+  const int S = p.stages;
+  const int t = threadIdx.x;
+  const int rank = C > 1 ? platform::cluster_rank() : 0;
+  const int64_t program = blockIdx.x / C;
+  const int64_t row_step = gridDim.x / C;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+
+  if (C > 1) {
+    if (t == 0) {
+      for (int s = 0; s < S; ++s) platform::mbarrier_init(&exchange_bar[s], 1);
+      platform::fence_mbarrier_init_cluster();
+    }
+    platform::cluster_arrive_relaxed();  // waited on before the first remote store
+  }
+
+  auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
+  auto stage_of = [&](int s) {
+    return reinterpret_cast<VI*>(reinterpret_cast<char*>(bwd_ring) + s * Layout::stage_bytes(slice));
+  };
+  // Issues the copies of row `row` (none past the last row) into stage s, as one group.
+  auto issue = [&](int64_t row, int s) {
+    if (row < p.rows) {
+      VI* xs = stage_of(s);
+      const I* x = static_cast<const I*>(p.x) + row * hidden;
+      const I* dz = static_cast<const I*>(p.dz) + row * hidden;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int v = vec_of(i);
+        if (v < nvec) {
+          platform::cp_async_16(xs + i * G + t, x + static_cast<int64_t>(v) * kVec);
+          platform::cp_async_16(xs + slice + i * G + t, dz + static_cast<int64_t>(v) * kVec);
+        }
+      }
+    }
+    platform::cp_async_commit();
+  };
+
+  for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
+
+  // gamma's slice, and this CTA's partials of its columns.
+  const W* gamma = static_cast<const W*>(p.gamma);
+  VW g[N];
+  GradAccum<Traits, kVec> acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    acc[i].clear();
+    if (vec_of(i) < nvec) g[i].load(gamma + static_cast<int64_t>(vec_of(i)) * kVec);
+  }
+
+  int j = 0;
+  for (int64_t row = program; row < p.rows; row += row_step, ++j) {
+    const int s = j % S;
+    VI* xs = stage_of(s);
+    // Row j's copies (this thread's) have landed when at most the S - 1 later groups are pending.
+    if (S == 2) {
+      platform::cp_async_wait_groups<1>();
+    } else if (S == 3) {
+      platform::cp_async_wait_groups<2>();
+    } else {
+      platform::cp_async_wait_groups<3>();
+    }
+    const BwdMath<Traits> m = bwd_math<Traits>(p, row);
+
+    Floats<K> part{};
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (vec_of(i) < nvec) {
+        float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
+        unpack_floats(xs[i * G + t], xf);
+        unpack_floats(xs[slice + i * G + t], dzf);
+        unpack_floats(g[i], gf);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          yf[k] = m.y(xf[k]);
+          m.add_terms_of_y(yf[k], dzf[k], gf[k], part);
+        }
+        acc[i].add_of_y(yf, dzf);
+      }
+    }
+    part = group_reduce(part, AddOp{}, G, 1, smem, phase);
+    if (C > 1) {
+      // A one-warp CTA has no CTA barrier in its reduction: order its lanes' reads of the
+      // slots of row j - 1 before the push of row j.
+      if (G <= kWarp) platform::sync_warp();
+      if (t == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar[s], C * K * sizeof(float));
+      if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
+      if (t < C) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[s][rank][k], part.v[k], &exchange_bar[s], t);
+      }
+      platform::mbarrier_wait_parity(&exchange_bar[s], static_cast<unsigned>(j / S) & 1u);
+#pragma unroll
+      for (int k = 0; k < K; ++k) part.v[k] = slots[s][0][k];
+      for (int r = 1; r < C; ++r) {
+        Floats<K> next;
+#pragma unroll
+        for (int k = 0; k < K; ++k) next.v[k] = slots[s][r][k];
+        part = AddOp{}(part, next);
+      }
+    }
+    const float c1 = part.v[0] * inv_hidden;
+    const float c2 = Traits::kRmsNorm ? 0.f : part.v[K - 1] * inv_hidden;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v < nvec) {
+        store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, xs[i * G + t],
+                               xs[slice + i * G + t], g[i], c1, c2);
+      }
+    }
+    // Refill this stage (this thread's own bytes, all read above) with the row after next.
+    issue(row + S * row_step, s);
+  }
+  if (C > 1 && j == 0) platform::cluster_wait_acquire();  // no row: complete the entry barrier
+  platform::cp_async_wait_all();  // (the copies issued past the last row are empty groups)
+
+  // This CTA's columns of partial row `program`.
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int v = vec_of(i);
+    if (v < nvec) {
+#pragma unroll
+      for (int o = 0; o < K; ++o) acc[i].store(p, o, program, v * kVec);
+    }
+  }
+}
+
+}  // namespace normtune
