@@ -705,11 +705,7 @@ void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) 
                                    "_h", k.hidden_size, row_class_tag(k.rows), name_tags(plan)));
   const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
   EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
-  if constexpr (std::is_same_v<Plan, FwdPlan>) {
-    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec, true)) << e.name;
-  } else {
-    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec)) << e.name;
-  }
+  EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec, true)) << e.name;  // (sm_90 has clusters)
   const std::string line = normalize_time(tuned_table_line(k, plan, e.provenance));
   auto it = lines.find(line);
   if (it == lines.end()) {
@@ -804,6 +800,7 @@ TEST(TunedEntries, ZeroCenteredGammaSelectsTheSameEntry) {
     bwd.params.hidden = static_cast<int>(e->key.hidden_size);
     bwd.params.zero_centered_gamma = true;
     bwd.sm_bound = 132;
+    bwd.clusters = true;
     const void* args = is_backward(e->key.stage) ? static_cast<const void*>(&bwd) : static_cast<const void*>(&fwd);
     const Selection plain = registry.select(e->key, e->arch, args);
     const Selection with_flag = registry.select(zc, e->arch, args);
