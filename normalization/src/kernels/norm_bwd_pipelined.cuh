@@ -9,10 +9,8 @@
 // that the next S - 1 rows' copies are in flight while this row reduces and writes dx. Only
 // its own bytes: no barrier between a copy and its read, and none before a stage is refilled.
 // Per row: the slice's row terms (sum dy * y, and sum dy for LayerNorm) are reduced in the CTA
-// and, with C > 1, exchanged as the forward exchanges its statistics: each CTA pushes its
-// partial into slot [j % S][rank] of every CTA of the cluster (st.async counted on that CTA's
-// transaction barrier [j % S]) and sums the C slots in rank order, the same bits in every CTA
-// (why S slot buffers suffice without a per-row cluster barrier: norm_fwd_pipelined.cuh).
+// and, with C > 1, summed over the cluster in rank order through distributed shared memory, the
+// same bits in every CTA, with no cluster barrier per row (cluster_exchange.cuh).
 // Then dx of the slice from the staged copies. gamma's slice is held in registers (loaded
 // once); the dgamma (and dbeta) partials of the CTA's columns stay in registers over all its
 // rows, and at the end each CTA writes its columns of partial row k (program k = the
@@ -23,6 +21,7 @@
 // in flight are other rows.
 #pragma once
 
+#include "kernels/cluster_exchange.cuh"
 #include "kernels/norm_bwd.cuh"
 
 namespace normtune {
@@ -55,8 +54,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
 
   extern __shared__ uint4 bwd_ring[];
   __shared__ ReduceSmem<K> smem;
-  __shared__ uint64_t exchange_bar[kMaxBwdStages];
-  __shared__ float slots[kMaxBwdStages][kMaxCtasPerRow][K];  // [row % S][rank]
+  __shared__ ClusterRowExchange<K, kMaxBwdStages> exchange;
   int phase = 0;
   platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
 
@@ -72,13 +70,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
   const int64_t row_step = gridDim.x / C;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
 
-  if (C > 1) {
-    if (t == 0) {
-      for (int s = 0; s < S; ++s) platform::mbarrier_init(&exchange_bar[s], 1);
-      platform::fence_mbarrier_init_cluster();
-    }
-    platform::cluster_arrive_relaxed();  // waited on before the first remote store
-  }
+  exchange.begin(S, C);
 
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
   auto stage_of = [&](int s) {
@@ -145,26 +137,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
       }
     }
     part = group_reduce(part, AddOp{}, G, 1, smem, phase);
-    if (C > 1) {
-      // A one-warp CTA has no CTA barrier in its reduction: order its lanes' reads of the
-      // slots of row j - 1 before the push of row j.
-      if (G <= kWarp) platform::sync_warp();
-      if (t == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar[s], C * K * sizeof(float));
-      if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
-      if (t < C) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[s][rank][k], part.v[k], &exchange_bar[s], t);
-      }
-      platform::mbarrier_wait_parity(&exchange_bar[s], static_cast<unsigned>(j / S) & 1u);
-#pragma unroll
-      for (int k = 0; k < K; ++k) part.v[k] = slots[s][0][k];
-      for (int r = 1; r < C; ++r) {
-        Floats<K> next;
-#pragma unroll
-        for (int k = 0; k < K; ++k) next.v[k] = slots[s][r][k];
-        part = AddOp{}(part, next);
-      }
-    }
+    part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
     const float c1 = part.v[0] * inv_hidden;
     const float c2 = Traits::kRmsNorm ? 0.f : part.v[K - 1] * inv_hidden;
 #pragma unroll
@@ -178,7 +151,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
     issue(row + S * row_step, s);
   }
-  if (C > 1 && j == 0) platform::cluster_wait_acquire();  // no row: complete the entry barrier
+  exchange.end(j, C);
   platform::cp_async_wait_all();  // (the copies issued past the last row are empty groups)
 
   // This CTA's columns of partial row `program`.
