@@ -27,7 +27,7 @@ struct BwdParams {
   int threads_per_row = 0;       // G of the register-resident kernel
   int64_t rows_per_program = 0;  // long rows: rows each column-tile CTA walks
   int ctas_per_row = 1;          // pipelined layout: CTAs sharing a row (a cluster when > 1)
-  int stages = 2;                // pipelined layout: rows in flight per CTA (2..kMaxBwdStages)
+  int stages = 2;                // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
 };
 
 struct BwdArgs {

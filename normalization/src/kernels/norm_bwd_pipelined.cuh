@@ -10,7 +10,7 @@
 // its own bytes: no barrier between a copy and its read, and none before a stage is refilled.
 // Per row: the slice's row terms (sum dy * y, and sum dy for LayerNorm) are reduced in the CTA
 // and, with C > 1, summed over the cluster in rank order through distributed shared memory, the
-// same bits in every CTA, with no cluster barrier per row (cluster_exchange.cuh).
+// same bits in every CTA, with no cluster barrier per row (pipeline.cuh).
 // Then dx of the slice from the staged copies. gamma's slice is held in registers (loaded
 // once); the dgamma (and dbeta) partials of the CTA's columns stay in registers over all its
 // rows, and at the end each CTA writes its columns of partial row k (program k = the
@@ -21,21 +21,14 @@
 // in flight are other rows.
 #pragma once
 
-#include "kernels/cluster_exchange.cuh"
+#include "kernels/pipeline.cuh"
 #include "kernels/norm_bwd.cuh"
 
 namespace normtune {
 
-inline constexpr int kMaxBwdStages = 4;
-
-// Shared memory of the ring: per stage the CTA's slice of x, then of dz.
-template <typename Traits, int kVec>
-struct BwdPipelinedLayout {
-  using VI = Vec<typename Traits::Input, kVec>;
-  static_assert(sizeof(VI) == 16, "the ring is filled 16 bytes at a time");
-  static constexpr size_t stage_bytes(int slice_vecs) { return 2 * static_cast<size_t>(slice_vecs) * sizeof(VI); }
-  static constexpr size_t bytes(int slice_vecs, int stages) { return stages * stage_bytes(slice_vecs); }
-};
+// The ring: per stage the CTA's slice of x, then of dz.
+template <typename Traits, typename Shape>
+using BwdRing = SliceRing<Vec<typename Traits::Input, Shape::kVec>, Shape::kN, 2>;
 
 // One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
 // hold gamma's slice and the fp32 partials (N * kVec * outputs floats: 32 at N = 2 for
@@ -48,13 +41,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
   constexpr int kVec = Shape::kVec;
   constexpr int N = Shape::kN;
   static_assert(Shape::kPipelined && N >= 1, "norm_bwd_pipelined_kernel holds kN vectors per thread");
-  using Layout = BwdPipelinedLayout<Traits, kVec>;
-  using VI = typename Layout::VI;
+  using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
 
   extern __shared__ uint4 bwd_ring[];
   __shared__ ReduceSmem<K> smem;
-  __shared__ ClusterRowExchange<K, kMaxBwdStages> exchange;
+  __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
   int phase = 0;
   platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
 
@@ -73,26 +65,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
   exchange.begin(S, C);
 
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
-  auto stage_of = [&](int s) {
-    return reinterpret_cast<VI*>(reinterpret_cast<char*>(bwd_ring) + s * Layout::stage_bytes(slice));
-  };
-  // Issues the copies of row `row` (none past the last row) into stage s, as one group.
-  auto issue = [&](int64_t row, int s) {
-    if (row < p.rows) {
-      VI* xs = stage_of(s);
-      const I* x = static_cast<const I*>(p.x) + row * hidden;
-      const I* dz = static_cast<const I*>(p.dz) + row * hidden;
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int v = vec_of(i);
-        if (v < nvec) {
-          platform::cp_async_16(xs + i * G + t, x + static_cast<int64_t>(v) * kVec);
-          platform::cp_async_16(xs + slice + i * G + t, dz + static_cast<int64_t>(v) * kVec);
-        }
-      }
-    }
-    platform::cp_async_commit();
-  };
+  // The ring: x and dz of the next S rows.
+  const BwdRing<Traits, Shape> ring{reinterpret_cast<char*>(bwd_ring), slice, G, t, rank * slice, nvec};
+  const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.dz)};
+  auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
   for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
 
@@ -109,15 +85,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
   int j = 0;
   for (int64_t row = program; row < p.rows; row += row_step, ++j) {
     const int s = j % S;
-    VI* xs = stage_of(s);
-    // Row j's copies (this thread's) have landed when at most the S - 1 later groups are pending.
-    if (S == 2) {
-      platform::cp_async_wait_groups<1>();
-    } else if (S == 3) {
-      platform::cp_async_wait_groups<2>();
-    } else {
-      platform::cp_async_wait_groups<3>();
-    }
+    ring.wait(S);  // row j's copies (this thread's) have landed
+    VI* xs = ring.stage(s);  // [x slice][dz slice]
     const BwdMath<Traits> m = bwd_math<Traits>(p, row);
 
     Floats<K> part{};

@@ -12,17 +12,15 @@
 // of each row: only its own bytes, so no barrier between the copy and the read, and none
 // before a stage is refilled.
 // Exchange (C > 1): the row's statistics cross the cluster through distributed shared memory,
-// one transaction barrier per stage, no cluster barrier per row (cluster_exchange.cuh).
+// one transaction barrier per stage, no cluster barrier per row (pipeline.cuh).
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
-#include "kernels/cluster_exchange.cuh"
+#include "kernels/pipeline.cuh"
 #include "kernels/norm_fwd.cuh"
 #include "kernels/norm_fwd_staged.cuh"
 
 namespace normtune {
-
-inline constexpr int kMaxPipelineStages = 4;
 
 // Shared memory of the ring: per stage the CTA's slice of x (and of the residual); after the
 // ring, LayerNorm's slice of beta when it is held there (kBetaInSmem).
@@ -95,28 +93,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   exchange.begin(S, C);
 
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
-  auto stage_x = [&](int s) {
-    return reinterpret_cast<VI*>(reinterpret_cast<char*>(staged_smem) + s * Layout::stage_bytes(slice));
-  };
-  // Issues the copies of row `row` (none past the last row) into stage s, as one group.
-  auto issue = [&](int64_t row, int s) {
-    if (row < p.rows) {
-      VI* xs = stage_x(s);
-      const I* x = static_cast<const I*>(p.x) + row * hidden;
-      const I* r = static_cast<const I*>(p.residual) + row * hidden;
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int v = vec_of(i);
-        if (v < nvec) {
-          stage_vec(xs + i * G + t, reinterpret_cast<const VI*>(x + static_cast<int64_t>(v) * kVec));
-          if constexpr (kAdd) {
-            stage_vec(xs + slice + i * G + t, reinterpret_cast<const VI*>(r + static_cast<int64_t>(v) * kVec));
-          }
-        }
-      }
-    }
-    platform::cp_async_commit();
-  };
+  // The ring: x (and the residual) of the next S rows.
+  const SliceRing<VI, N, kAdd ? 2 : 1> ring{reinterpret_cast<char*>(staged_smem), slice, G, t, rank * slice, nvec};
+  const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.residual)};
+  auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
   platform::wait_for_prior_grid();
   for (int s = 0; s < S; ++s) issue(first_row + s * row_step, s);
@@ -149,15 +129,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   int j = 0;
   for (int64_t row = first_row; row < p.rows; row += row_step, ++j) {
     const int s = j % S;
-    VI* xs = stage_x(s);
-    // Row j's copies (this thread's) have landed when at most the S - 1 later groups are pending.
-    if (S == 2) {
-      platform::cp_async_wait_groups<1>();
-    } else if (S == 3) {
-      platform::cp_async_wait_groups<2>();
-    } else {
-      platform::cp_async_wait_groups<3>();
-    }
+    ring.wait(S);  // row j's copies (this thread's) have landed
+    VI* xs = ring.stage(s);  // [x slice][residual slice]
 
     RowStats<kRms> stats;
 #pragma unroll

@@ -72,15 +72,16 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   if (p.rows == 0) return g;  // nothing to reduce: finalize writes zeros
   const int64_t sm_bound = std::max(args.sm_bound, 1);
   if constexpr (Shape::kPipelined) {
-    using Layout = BwdPipelinedLayout<Traits, Shape::kVec>;
+    using Ring = BwdRing<Traits, Shape>;
     constexpr auto kernel = norm_bwd_pipelined_kernel<Traits, Shape>;
     const size_t limit = prepare_cluster_smem_kernel<kernel>();
     g.threads = plan.threads_per_row;
     g.cluster = plan.ctas_per_row;
-    // As many stages (up to kMaxBwdStages) as fit the budget, at least two.
+    // As many stages (up to kMaxPipelineStages) as fit the budget, at least two.
     const int slice = plan.vecs_per_thread * plan.threads_per_row;
-    g.stages = static_cast<int>(std::clamp<size_t>(kBwdPipelinedSmemBudget / Layout::stage_bytes(slice), 2, kMaxBwdStages));
-    g.smem = Layout::bytes(slice, g.stages);
+    g.stages = static_cast<int>(
+        std::clamp<size_t>(kBwdPipelinedSmemBudget / Ring::stage_bytes(slice), 2, kMaxPipelineStages));
+    g.smem = g.stages * Ring::stage_bytes(slice);
     NORMTUNE_CHECK(g.smem <= limit, "backward plan ", config_string(plan), ": ", g.smem,
                    " bytes of shared memory per CTA, the device allows ", limit);
     int64_t clusters = 0;

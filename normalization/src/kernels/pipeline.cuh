@@ -1,6 +1,15 @@
-// The row exchange of the pipelined layouts (norm_fwd_pipelined.cuh, norm_bwd_pipelined.cuh):
-// the C CTAs of a cluster each hold a slice of a row and need the row's total of K partial
-// floats (the forward's statistics, the backward's row terms).
+// What the pipelined layouts (norm_fwd_pipelined.cuh, norm_bwd_pipelined.cuh) share: the ring
+// of shared-memory stages that holds the CTA's slice of the next rows, and the exchange of a
+// row's partials across the cluster.
+//
+// SliceRing: S stages (2..4), each holding the CTA's slice of kArrays row arrays (x, then the
+// residual or dz), slice = N * G vectors of each. Thread t copies, and later reads back, only
+// its own vectors v = first + i * G + t (i < N, v < nvec) of each array, so no barrier is
+// needed between a copy and its read, nor before a stage is refilled. Each row's copies are
+// one cp.async group: row j's have landed when at most the S - 1 later groups are pending.
+//
+// ClusterRowExchange: the C CTAs of a cluster each hold a slice of a row and need the row's
+// total of K partial floats (the forward's statistics, the backward's row terms).
 //
 // Each CTA pushes its partial of row j into slot [j % S][rank] of every CTA of the cluster
 // (st.async, counted on that CTA's transaction barrier [j % S]) and combines the C slots in
@@ -21,6 +30,50 @@
 #include "kernels/reduce.cuh"
 
 namespace normtune {
+
+inline constexpr int kMaxPipelineStages = 4;  // stages of a ring (rows in flight per CTA)
+
+template <typename VI, int N, int kArrays>
+struct SliceRing {
+  static_assert(sizeof(VI) == 16, "the ring is filled 16 bytes at a time");
+  static constexpr size_t stage_bytes(int slice) { return static_cast<size_t>(kArrays) * slice * sizeof(VI); }
+
+  char* base;  // stage 0
+  int slice, G, t, first, nvec;
+
+  __device__ __forceinline__ VI* stage(int s) const { return reinterpret_cast<VI*>(base + s * stage_bytes(slice)); }
+  // Array a's vector i (this thread's) in stage s.
+  __device__ __forceinline__ VI& at(int s, int a, int i) const { return stage(s)[a * slice + i * G + t]; }
+  // Issues the copies of row `row` of arrays[0..kArrays) (row-major, `hidden` elements per row) into
+  // stage s, none when row >= rows; one group either way.
+  template <typename T>
+  __device__ __forceinline__ void issue(const T* const* arrays, int64_t row, int64_t rows, int hidden, int s) const {
+    constexpr int kVec = sizeof(VI) / sizeof(T);
+    if (row < rows) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int v = first + i * G + t;
+        if (v < nvec) {
+#pragma unroll
+          for (int a = 0; a < kArrays; ++a) {
+            platform::cp_async_16(&at(s, a, i), arrays[a] + row * hidden + static_cast<int64_t>(v) * kVec);
+          }
+        }
+      }
+    }
+    platform::cp_async_commit();
+  }
+  // Until this thread's copies of the oldest row in flight have landed (S stages in flight).
+  __device__ __forceinline__ static void wait(int S) {
+    if (S == 2) {
+      platform::cp_async_wait_groups<1>();
+    } else if (S == 3) {
+      platform::cp_async_wait_groups<2>();
+    } else {
+      platform::cp_async_wait_groups<3>();
+    }
+  }
+};
 
 template <int K, int kMaxStages>
 struct ClusterRowExchange {
