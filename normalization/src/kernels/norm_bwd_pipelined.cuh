@@ -82,12 +82,24 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
     if (vec_of(i) < nvec) g[i].load(gamma + static_cast<int64_t>(vec_of(i)) * kVec);
   }
 
+  // The row's statistics are loaded a row ahead, and the added gradient's slice before the
+  // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
+  BwdMath<Traits> m_next{};
+  if (program < p.rows) m_next = bwd_math<Traits>(p, program);
   int j = 0;
   for (int64_t row = program; row < p.rows; row += row_step, ++j) {
     const int s = j % S;
+    const BwdMath<Traits> m = m_next;
+    if (row + row_step < p.rows) m_next = bwd_math<Traits>(p, row + row_step);
+    [[maybe_unused]] VI a[N];
+    if constexpr (Traits::kAddGrad) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (vec_of(i) < nvec) a[i] = load_add<Traits, kVec>(p, row * hidden + static_cast<int64_t>(vec_of(i)) * kVec);
+      }
+    }
     ring.wait(S);  // row j's copies (this thread's) have landed
     VI* xs = ring.stage(s);  // [x slice][dz slice]
-    const BwdMath<Traits> m = bwd_math<Traits>(p, row);
 
     Floats<K> part{};
 #pragma unroll
@@ -114,7 +126,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
       const int v = vec_of(i);
       if (v < nvec) {
         store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, xs[i * G + t],
-                               xs[slice + i * G + t], g[i], c1, c2);
+                               xs[slice + i * G + t], g[i], c1, c2, a[i]);
       }
     }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
