@@ -43,17 +43,18 @@ const char* const kHelp = R"(normtune tune [options]
     --hidden LIST    hidden sizes (default: the sm90 table's 17, 128 to 16384)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
-    --confirm N      forward: the candidates within 3% of the fastest (at most 6) are
-                     checked (64 sampled rows) and timed again on a problem of N elements
-                     and ranked by that time, which the line then records (default
-                     134217728 = 128M, the row counts of a
-                     training step; 0: off). Layouts that tie on 32M elements part on
-                     larger problems (the pipelined and staged RMSNorm lines at 4096-8192:
-                     within 1% on 32M elements, 1.1x apart at 32768 x 8192)
-    --clusters N     forward: also try splitting rows of 1024+ vectors over clusters of up
-                     to N CTAs, slices in registers or staged in shared memory (default 8;
-                     16 needs the non-portable cluster size; 1: none). A layout the GPU
-                     cannot launch is skipped with a message.
+    --confirm N      the candidates within 3% of the fastest (at most 6) are checked
+                     (64 sampled rows) and timed again on a problem of N elements and
+                     ranked by that time, which the line then records (default 134217728
+                     = 128M, the row counts of a training step; 0: off). Layouts that tie
+                     on 32M elements part on larger problems (the pipelined and staged
+                     RMSNorm lines at 4096-8192: within 1% on 32M elements, 1.1x apart at
+                     32768 x 8192); the backward's long-row layouts, timed on 16M elements
+                     (a few rows per cluster), too
+    --clusters N     also try splitting rows of 1024+ vectors over clusters of up to N CTAs
+                     (forward: slices in registers or staged in shared memory; backward: the
+                     pipelined layout) (default 8; 16 needs the non-portable cluster size; 1:
+                     none). A layout the GPU cannot launch is skipped with a message.
     --rows LIST      any (the default: lines for every row count, timed on the problem
                      above), decode (forward: NORMTUNE_TUNED_DECODE lines for calls of at
                      most 128 rows, each candidate timed per call in a CUDA graph at 1 and
@@ -66,7 +67,7 @@ const char* const kHelp = R"(normtune tune [options]
                      forward (z of x's dtype) and backward; it is skipped with a message where
                      it does not run (no cuDNN in the build, libcudnn missing, other ops)
     --reps N         timed repetitions per candidate (default 30)
-    --verbose        print every forward candidate's time to stderr
+    --verbose        print every candidate's time to stderr
 )";
 
 namespace {
@@ -220,90 +221,163 @@ std::pair<Plan, double> fastest_verified(std::vector<std::pair<double, Plan>> ti
   NORMTUNE_ERROR("tune: no candidate passed verification for ", what);
 }
 
-// Times every backward candidate of `op` (a backward op) and prints the line of the fastest
-// that matches the reference.
-void tune_backward(const OpInfo& op, const Problem& pb, const DeviceInfo& dev, bench::Timer& timer,
-                   const Options& opt) {
+// The backward's tensors on `rows` x `hidden` (the forward's statistics written once), and the
+// call of `op` on them.
+struct BwdTensors {
+  BwdTensors(const OpInfo& op, DType t, size_t rows, size_t hidden, cudaStream_t stream)
+      : op(op), t(t), rows(rows), hidden(hidden), e(dtype_storage_bytes(t, 1)),
+        x(rows * hidden * e), dz(rows * hidden * e), a(rows * hidden * e), dx(rows * hidden * e),
+        gamma(hidden * e), beta(hidden * e), dgamma(hidden * e), dbeta(hidden * e), mu(rows * 4), rs(rows * 4),
+        hx(x.ptr, {rows, hidden}, t), hdz(dz.ptr, {rows, hidden}, t), ha(a.ptr, {rows, hidden}, t),
+        hdx(dx.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
+        hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hmu(mu.ptr, {rows}, DType::kFloat32),
+        hrs(rs.ptr, {rows}, DType::kFloat32) {
+    const size_t n = rows * hidden;
+    bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
+    bench::fill_random(dz.ptr, t, n, 2, 0.0, 1.0);
+    bench::fill_random(a.ptr, t, n, 5, 0.0, 1.0);
+    bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
+    bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
+    // The forward's statistics (its z written to dx, overwritten by every backward call).
+    const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
+      if (ln()) {
+        nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hdx, hmu, hrs, ws, 0, false, s);
+      } else {
+        nvte_rmsnorm_fwd(hx, hg, 1e-5f, hdx, hrs, ws, 0, false, s);
+      }
+    };
+    fwd(bench::Workspace(fwd, stream), stream);
+  }
+  bool ln() const { return op.norm == NormType::kLayerNorm; }
+  bool add() const { return op.stage == Stage::kBackwardAdd; }
+  bench::CallWithWorkspace call() const {
+    return [this](NVTETensor ws, cudaStream_t s) {
+      if (ln()) {
+        nvte_layernorm_bwd(hdz, hx, hmu, hrs, hg, hdx, hdg, hdb, ws, 0, false, s);
+      } else if (add()) {
+        nvte_rmsnorm_bwd_add(hdz, hx, ha, hrs, hg, hdx, hdg, ws, 0, false, s);
+      } else {
+        nvte_rmsnorm_bwd(hdz, hx, hrs, hg, hdx, hdg, ws, 0, false, s);
+      }
+    };
+  }
+  void poison(cudaStream_t s) const {
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, rows * hidden * e, s));
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, s));
+    if (ln()) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dbeta.ptr, 0xFF, hidden * e, s));
+  }
+  // Against the fp64 reference: every row (dx, dgamma, dbeta) up to 16M elements, else 64
+  // sampled rows of dx.
+  void verify() const {
+    bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add() ? a.ptr : nullptr, mu.ptr, rs.ptr, gamma.ptr, dx.ptr,
+                      dgamma.ptr, dbeta.ptr);
+  }
+
+  const OpInfo& op;
+  DType t;
+  size_t rows, hidden, e;
+  bench::DeviceMem x, dz, a, dx, gamma, beta, dgamma, dbeta, mu, rs;
+  bench::Handle hx, hdz, ha, hdx, hg, hb, hdg, hdb, hmu, hrs;
+};
+
+// Times every backward candidate of `op` (a backward op) on pb.rows rows and prints the line of
+// the fastest that matches the reference. With confirm_rows > pb.rows, the candidates within 3%
+// of the fastest (at most 6) are timed again on confirm_rows rows (checked there on sampled
+// rows) and ranked by that time, which the line records, as the forward's --confirm: on 16M
+// elements a long-row layout's persistent clusters see a few rows each.
+void tune_backward(const OpInfo& op, const Problem& pb, size_t confirm_rows, int max_cluster, const DeviceInfo& dev,
+                   bench::Timer& timer, const Options& opt) {
   const int reps = opt.reps;
-  const DType t = pb.t;
-  const size_t e = dtype_storage_bytes(t, 1);
-  const size_t rows = pb.rows;
   const size_t hidden = static_cast<size_t>(pb.hidden);
-  const size_t n = rows * hidden;
-  const bool ln = op.norm == NormType::kLayerNorm;
-  const bool add = op.stage == Stage::kBackwardAdd;
-  bench::DeviceMem x(n * e), dz(n * e), a(n * e), dx(n * e), gamma(hidden * e), beta(hidden * e),
-      dgamma(hidden * e), dbeta(hidden * e), mu(rows * 4), rs(rows * 4);
-  bench::fill_random(x.ptr, t, n, 1, 0.3, 1.0);
-  bench::fill_random(dz.ptr, t, n, 2, 0.0, 1.0);
-  bench::fill_random(a.ptr, t, n, 5, 0.0, 1.0);
-  bench::fill_random(gamma.ptr, t, hidden, 3, 1.0, 0.2);
-  bench::fill_random(beta.ptr, t, hidden, 4, 0.0, 0.5);
-  bench::Handle hx(x.ptr, {rows, hidden}, t), hdz(dz.ptr, {rows, hidden}, t), ha(a.ptr, {rows, hidden}, t),
-      hdx(dx.ptr, {rows, hidden}, t), hg(gamma.ptr, {hidden}, t), hb(beta.ptr, {hidden}, t),
-      hdg(dgamma.ptr, {hidden}, t), hdb(dbeta.ptr, {hidden}, t), hmu(mu.ptr, {rows}, DType::kFloat32),
-      hrs(rs.ptr, {rows}, DType::kFloat32);
-  // The forward's statistics (written to dx, overwritten below).
-  const bench::CallWithWorkspace fwd = [&](NVTETensor ws, cudaStream_t s) {
-    if (ln) {
-      nvte_layernorm_fwd(hx, hg, hb, 1e-5f, hdx, hmu, hrs, ws, 0, false, s);
-    } else {
-      nvte_rmsnorm_fwd(hx, hg, 1e-5f, hdx, hrs, ws, 0, false, s);
-    }
-  };
-  fwd(bench::Workspace(fwd, timer.stream()), timer.stream());
-  const bench::CallWithWorkspace call = [&](NVTETensor ws, cudaStream_t s) {
-    if (ln) {
-      nvte_layernorm_bwd(hdz, hx, hmu, hrs, hg, hdx, hdg, hdb, ws, 0, false, s);
-    } else if (add) {
-      nvte_rmsnorm_bwd_add(hdz, hx, ha, hrs, hg, hdx, hdg, ws, 0, false, s);
-    } else {
-      nvte_rmsnorm_bwd(hdz, hx, hrs, hg, hdx, hdg, ws, 0, false, s);
-    }
-  };
+  const size_t e = dtype_storage_bytes(pb.t, 1);
+  const BwdTensors small(op, pb.t, pb.rows, hidden, timer.stream());
+  const bench::CallWithWorkspace call = small.call();
   // Each plan needs its own workspace size: query, allocate (outside the timed region), run.
-  auto prepare = [&](const BwdPlan& plan) {
+  auto prepare = [&](const BwdPlan& plan, const bench::CallWithWorkspace& c) {
     set_backward_plan_override(&plan);
-    return std::make_unique<bench::Workspace>(call, timer.stream());
+    return std::make_unique<bench::Workspace>(c, timer.stream());
   };
   std::vector<std::pair<double, BwdPlan>> timed;
-  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size)) {
-    const auto ws = prepare(plan);
-    call(*ws, timer.stream());
-    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
-    timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
+  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, static_cast<int>(16 / e), dev.warp_size, max_cluster)) {
+    try {
+      const auto ws = prepare(plan, call);
+      call(*ws, timer.stream());
+      NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
+      timed.emplace_back(timer.time([&](cudaStream_t s) { call(*ws, s); }, 3, reps).median_us, plan);
+    } catch (const Error& err) {  // a layout the device cannot launch (a cluster too large for it)
+      std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
+      continue;
+    }
+    if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s\n", timed.back().first, config_string(plan).c_str());
   }
-  auto poison = [&] {
-    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dx.ptr, 0xFF, n * e, timer.stream()));
-    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dgamma.ptr, 0xFF, hidden * e, timer.stream()));
-    if (ln) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(dbeta.ptr, 0xFF, hidden * e, timer.stream()));
-  };
-  auto verify = [&] {
-    bench::verify_bwd(op, t, rows, hidden, dz.ptr, x.ptr, add ? a.ptr : nullptr, mu.ptr, rs.ptr, gamma.ptr, dx.ptr,
-                      dgamma.ptr, dbeta.ptr);
-  };
-  const auto [best, best_us] = fastest_verified(
-      timed,
+  std::sort(timed.begin(), timed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  // The finalists on the larger problem: ranked by that time, verified first, in that order.
+  std::vector<std::pair<double, BwdPlan>> confirmed;
+  std::unique_ptr<BwdTensors> big;
+  if (confirm_rows > pb.rows && !timed.empty()) {
+    big = std::make_unique<BwdTensors>(op, pb.t, confirm_rows, hidden, timer.stream());
+    const bench::CallWithWorkspace call_big = big->call();
+    for (size_t k = 0; k < timed.size() && k < 6 && timed[k].first <= 1.03 * timed.front().first; ++k) {
+      try {
+        const auto ws = prepare(timed[k].second, call_big);
+        big->poison(timer.stream());
+        call_big(*ws, timer.stream());
+        NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+        big->verify();
+        confirmed.emplace_back(timer.time([&](cudaStream_t s) { call_big(*ws, s); }, 3, reps).median_us, timed[k].second);
+      } catch (const Error& err) {  // not a finalist: verified and ranked with the others
+        std::fprintf(stderr, "finalist %s dropped on %zux%zu: %s\n", config_string(timed[k].second).c_str(), confirm_rows,
+                     hidden, err.what());
+        continue;
+      }
+      if (opt.verbose) {
+        std::fprintf(stderr, "  %8.2f us  %s (%zux%zu)\n", confirmed.back().first, config_string(timed[k].second).c_str(),
+                     confirm_rows, hidden);
+      }
+    }
+    std::sort(confirmed.begin(), confirmed.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  }
+  // fastest_verified orders by the first member: the confirmed finalists as 0, 1, ..., then
+  // the others in their order.
+  std::vector<std::pair<double, BwdPlan>> order;
+  for (const auto& c : confirmed) order.emplace_back(static_cast<double>(order.size()), c.second);
+  for (const auto& r : timed) {
+    const bool in = std::any_of(confirmed.begin(), confirmed.end(), [&](const auto& c) { return c.second == r.second; });
+    if (!in) order.emplace_back(static_cast<double>(order.size()), r.second);
+  }
+  const std::pair<BwdPlan, double> verified = fastest_verified(
+      order,
       [&](const BwdPlan& plan) {
-        const auto ws = prepare(plan);
-        poison();
+        const auto ws = prepare(plan, call);
+        small.poison(timer.stream());
         call(*ws, timer.stream());
         NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
       },
-      verify, detail::concat(op.name, " ", pb.dname, " ", hidden));
+      [&] { small.verify(); }, detail::concat(op.name, " ", pb.dname, " ", hidden));
   set_backward_plan_override(nullptr);
-  print_line(op, pb, best, best_us, dev, opt.date);
-  if (opt.race_cudnn && !add) {
+  const BwdPlan best = verified.first;
+  // The time recorded: on the larger problem for a confirmed finalist, else on the timed one.
+  const auto hit = std::find_if(confirmed.begin(), confirmed.end(), [&](const auto& c) { return c.second == best; });
+  const bool on_big = hit != confirmed.end();
+  const double best_us =
+      on_big ? hit->first : std::find_if(timed.begin(), timed.end(), [&](const auto& c) { return c.second == best; })->first;
+  Problem line_pb = pb;
+  if (on_big) line_pb.rows = confirm_rows;
+  print_line(op, line_pb, best, best_us, dev, opt.date);
+  if (opt.race_cudnn && !small.add()) {
+    // cuDNN on the problem the native time was recorded on.
+    const BwdTensors& T = on_big ? *big : small;
+    const bench::CallWithWorkspace cudnn_call = T.call();
     const double cudnn_us = cudnn_time(
-        call, timer.stream(), [&](const Run& run) { return timer.time(run, 3, reps).median_us; },
+        cudnn_call, timer.stream(), [&](const Run& run) { return timer.time(run, 3, reps).median_us; },
         [&](const Run& run) {
-          poison();
+          T.poison(timer.stream());
           run(timer.stream());
           NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-          verify();
+          T.verify();
         },
         detail::concat(op.name, " ", pb.dname, " ", hidden));
-    print_cudnn_line_if_faster(op, pb, best_us, cudnn_us, dev, opt.date);
+    print_cudnn_line_if_faster(op, line_pb, best_us, cudnn_us, dev, opt.date);
   }
 }
 
@@ -516,9 +590,11 @@ int run(const std::vector<std::string_view>& args) {
         const OpInfo& op = *op_ptr;
         if (is_backward(op.stage)) {
           // 16M elements: the fastest candidate's dx and dgamma are checked over every row.
+          // The finalists again on --confirm's elements (their time recorded), as forward.
           const size_t bwd_rows = std::max<size_t>(1, std::min(elements, size_t{16} << 20) / hidden);
           if (out == bench::ZFormat::kSame) {
-            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, dev, timer, opt);
+            tune_backward(op, Problem{t, t, ScalingMode::kNone, dname, hidden, bwd_rows}, confirm / hidden,
+                          dev.supports_clusters ? clusters : 1, dev, timer, opt);
           }
           continue;
         }

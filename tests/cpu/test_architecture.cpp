@@ -116,6 +116,15 @@ TEST(PlanText, Backward) {
   EXPECT_EQ(def_config(columns), "(.layout = BwdLayout::kColumns)");
   EXPECT_EQ(config_string(columns), "layout=columns");
   EXPECT_EQ(name_tags(columns), "_columns");
+
+  const BwdPlan pipelined{.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 512, .ctas_per_row = 4};
+  EXPECT_EQ(def_config(pipelined),
+            "(.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 512, .ctas_per_row = 4)");
+  EXPECT_EQ(config_string(pipelined), "layout=pipelined vecs_per_thread=2 threads_per_row=512 ctas_per_row=4");
+  EXPECT_EQ(name_tags(pipelined), "_pipelined_n2_g512_c4");
+  // A registers plan never names a cluster (canonical: the field does not apply).
+  EXPECT_EQ(canonical(BwdPlan{.vecs_per_thread = 2, .threads_per_row = 64, .ctas_per_row = 3}),
+            (BwdPlan{.vecs_per_thread = 2, .threads_per_row = 64}));
 }
 
 TEST(PlanText, TunedTableLine) {
@@ -238,7 +247,7 @@ TEST(PlanText, ConfigStringsRoundTripThroughTheFieldTables) {
       ASSERT_TRUE(parse_config(config_string(plan), &back));
       EXPECT_EQ(back, plan) << config_string(plan);
     }
-    for (const BwdPlan& plan : backward_plan_candidates(hidden, 8, 32)) {
+    for (const BwdPlan& plan : backward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow)) {
       BwdPlan back;
       ASSERT_TRUE(parse_config(config_string(plan), &back));
       EXPECT_EQ(back, plan) << config_string(plan);
@@ -431,6 +440,21 @@ TEST(Planner, HeuristicPlansFit) {
       }
       const BwdPlan b = plan_backward(h, vec);
       ASSERT_TRUE(plan_fits(b, h, vec)) << "hidden " << h << " vec " << vec << ": " << config_string(b);
+      // With clusters: the pipelined layout (2 or 4 vectors, 512 threads) where it fits, the
+      // same plan as without clusters elsewhere.
+      const BwdPlan bc = plan_backward(h, vec, true);
+      ASSERT_TRUE(plan_fits(bc, h, vec, true)) << "hidden " << h << " vec " << vec << ": " << config_string(bc);
+      if (bc.layout == BwdLayout::kPipelined) {
+        ASSERT_EQ(b.layout, BwdLayout::kColumns) << h;
+        ASSERT_GT(vec, 1) << h;
+        ASSERT_EQ(bc.threads_per_row, kMaxCtaThreads) << h;
+        ASSERT_TRUE(bc.vecs_per_thread == 2 || bc.vecs_per_thread == 4) << h;
+        ASSERT_LE(bc.ctas_per_row, kMaxCtasPerRow) << h;
+        // The fewest CTAs: one fewer would not cover the row.
+        ASSERT_LT(bc.vecs_per_thread * bc.threads_per_row * (bc.ctas_per_row - 1), (h + vec - 1) / vec) << h;
+      } else {
+        ASSERT_EQ(bc, b) << h;
+      }
       if (b.layout == BwdLayout::kRegisters) {
         ASSERT_LE(b.threads_per_row * b.rows_per_cta, kMaxCtaThreads) << h;
         // The general kernel's variants (norm_bwd_launch.cuh): 1, 2, 4 vectors, or 8 scalars.
@@ -460,6 +484,60 @@ TEST(Planner, FitRejectsPlansThatCannotRun) {
   EXPECT_FALSE(plan_fits(BwdPlan{.vecs_per_thread = 1, .threads_per_row = 32}, 4096, 8));
   EXPECT_FALSE(plan_fits(BwdPlan{.vecs_per_thread = 4, .threads_per_row = 128}, 4096, 1));
   EXPECT_TRUE(plan_fits(BwdPlan{.layout = BwdLayout::kColumns}, 1000000, 1));
+  // Pipelined: a cluster needs cluster support; 2 or 4 vectors; 16-byte vectors; whole warps;
+  // at most kMaxCtasPerRow CTAs; covering the row. A registers plan has one CTA per row.
+  const BwdPlan pipelined{.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 512, .ctas_per_row = 4};
+  EXPECT_TRUE(plan_fits(pipelined, 32768, 8, true));
+  EXPECT_FALSE(plan_fits(pipelined, 32768, 8, false));
+  EXPECT_FALSE(plan_fits(pipelined, 32776, 8, true));
+  EXPECT_FALSE(plan_fits(pipelined, 32768, 1, true));
+  BwdPlan bad = pipelined;
+  bad.vecs_per_thread = 8;
+  EXPECT_FALSE(plan_fits(bad, 32768, 8, true));
+  bad = pipelined;
+  bad.threads_per_row = 500;
+  EXPECT_FALSE(plan_fits(bad, 32768, 8, true));
+  bad = pipelined;
+  bad.ctas_per_row = 17;
+  bad.threads_per_row = 256;
+  EXPECT_FALSE(plan_fits(bad, 32768, 8, true));
+  EXPECT_TRUE(plan_fits(BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 512},
+                        16384, 8, false));  // one CTA: no cluster needed
+  EXPECT_FALSE(plan_fits(BwdPlan{.vecs_per_thread = 2, .threads_per_row = 512, .ctas_per_row = 2}, 8192, 8, true));
+}
+
+TEST(Planner, BackwardLongRowsArePipelinedOverAClusterWhereTheDeviceHasClusters) {
+  auto pipelined = [](int n, int c) {
+    return BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = 512, .ctas_per_row = c};
+  };
+  EXPECT_EQ(plan_backward(32768, 8, true), pipelined(2, 4));
+  EXPECT_EQ(plan_backward(65536, 8, true), pipelined(2, 8));
+  EXPECT_EQ(plan_backward(131072, 8, true), pipelined(2, 16));
+  EXPECT_EQ(plan_backward(131080, 8, true), pipelined(4, 9));
+  EXPECT_EQ(plan_backward(262144, 8, true), pipelined(4, 16));
+  EXPECT_EQ(plan_backward(20000, 8, true), pipelined(2, 3));
+  EXPECT_EQ(plan_backward(32768, 4, true), pipelined(2, 8));  // fp32: 4-element vectors
+  // Longer than 16 CTAs hold, no clusters, or unaligned data: the column tiles.
+  EXPECT_EQ(plan_backward(262152, 8, true).layout, BwdLayout::kColumns);
+  EXPECT_EQ(plan_backward(32768, 8, false).layout, BwdLayout::kColumns);
+  EXPECT_EQ(plan_backward(32768, 1, true).layout, BwdLayout::kColumns);
+  // Rows one CTA holds in registers are unchanged.
+  EXPECT_EQ(plan_backward(16384, 8, true), plan_backward(16384, 8, false));
+  EXPECT_EQ(plan_backward(16384, 8, true).layout, BwdLayout::kRegisters);
+}
+
+TEST(Planner, BackwardClusterCandidatesFitAndIncludeTheHeuristic) {
+  for (int hidden : {8192, 20000, 32768, 65536, 131072, 262144}) {
+    const std::vector<BwdPlan> c = backward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);
+    for (const BwdPlan& p : c) {
+      ASSERT_TRUE(plan_fits(p, hidden, 8, true)) << hidden << ": " << config_string(p);
+      ASSERT_EQ(std::count(c.begin(), c.end(), p), 1) << "duplicate candidate " << config_string(p);
+    }
+    const BwdPlan h = plan_backward(hidden, 8, true);
+    EXPECT_NE(std::find(c.begin(), c.end(), h), c.end()) << hidden << ": " << config_string(h);
+    // Without clusters, only one-CTA pipelined plans.
+    for (const BwdPlan& p : backward_plan_candidates(hidden, 8, 32)) EXPECT_EQ(p.ctas_per_row, 1) << config_string(p);
+  }
 }
 
 TEST(Planner, OverridesApplyOnlyWhenThePlanFits) {
@@ -627,11 +705,7 @@ void check_tuned_entry(const KernelEntry& e, std::map<std::string, int>& lines) 
                                    "_h", k.hidden_size, row_class_tag(k.rows), name_tags(plan)));
   const int vec = 16 / static_cast<int>(dtype_storage_bytes(k.itype, 1));
   EXPECT_EQ(k.hidden_size % vec, 0u) << e.name << ": a tuned hidden size is a multiple of the vector";
-  if constexpr (std::is_same_v<Plan, FwdPlan>) {
-    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec, true)) << e.name;
-  } else {
-    EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec)) << e.name;
-  }
+  EXPECT_TRUE(plan_fits(plan, static_cast<int>(k.hidden_size), vec, true)) << e.name;  // (sm_90 has clusters)
   const std::string line = normalize_time(tuned_table_line(k, plan, e.provenance));
   auto it = lines.find(line);
   if (it == lines.end()) {
@@ -726,6 +800,7 @@ TEST(TunedEntries, ZeroCenteredGammaSelectsTheSameEntry) {
     bwd.params.hidden = static_cast<int>(e->key.hidden_size);
     bwd.params.zero_centered_gamma = true;
     bwd.sm_bound = 132;
+    bwd.clusters = true;
     const void* args = is_backward(e->key.stage) ? static_cast<const void*>(&bwd) : static_cast<const void*>(&fwd);
     const Selection plain = registry.select(e->key, e->arch, args);
     const Selection with_flag = registry.select(zc, e->arch, args);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include <normtune/normtune.h>
+#include <normtune/tuning.h>
 
 #include "bwd_case.h"
 #include "protocol.h"
@@ -174,6 +175,67 @@ TEST_F(NormBwdGpu, InPlaceDxOverDz) {
     }
   }
 }
+
+// The pipelined layout (long rows over a cluster) forced through the plan override: one CTA
+// per row (no cluster) and clusters of 2..16, one warp per CTA (no CTA barrier in its
+// reduction) to 512 threads, 2 and 4 vectors per thread, rows that leave the last CTA's slice
+// partly empty, row counts from 1 to many per cluster (each ring stage reused; the grid
+// bounded to 1..3 SMs), every variant, bf16, fp16 and fp32 (4-element vectors), zero-centered
+// gamma and dx in place of dz; each result bitwise the same on a second run.
+struct BwdPipelinedCase {
+  size_t hidden;
+  int ctas, threads, vecs;
+  DType t;
+};
+class BwdPipelinedEveryShapeGpu : public NormBwdGpu, public ::testing::WithParamInterface<BwdPipelinedCase> {};
+
+TEST_P(BwdPipelinedEveryShapeGpu, ThroughTheOverride) {
+  const BwdPipelinedCase& k = GetParam();
+  const BwdPlan plan{.layout = BwdLayout::kPipelined, .vecs_per_thread = k.vecs, .threads_per_row = k.threads,
+                     .ctas_per_row = k.ctas};
+  const bool clusters = device_info(current_device()).supports_clusters;
+  if (plan.ctas_per_row > 1 && !clusters) GTEST_SKIP() << "no thread-block clusters";
+  const int vec = k.t == DType::kFloat32 ? 4 : 8;
+  ASSERT_TRUE(plan_fits(plan, static_cast<int>(k.hidden), vec, clusters)) << config_string(plan);
+  ASSERT_EQ(set_backward_plan_override(&plan), nullptr);
+  for (const Variant v : kVariants) {
+    const size_t many = k.hidden > 100000 ? 41 : 301;  // (the fp64 reference's time)
+    for (size_t rows : {size_t{1}, size_t{37}, many}) {
+      BwdCase c = make_case(v.norm, v.add, k.t, rows, k.hidden);
+      c.zero_centered_gamma = rows == 37;
+      c.in_place = rows == many && !v.add;
+      c.multiprocessor_count = rows == many ? 1 + (v.norm == NormType::kLayerNorm ? 1 : 0) + (v.add ? 1 : 0) : 0;
+      SCOPED_TRACE(c.describe() + " " + config_string(plan));
+      try {
+        const BwdResult a = run_bwd(c);
+        EXPECT_FALSE(a.kernel.tuned);
+        EXPECT_THAT(a.kernel.name, HasSubstr("general")) << "the general kernel, pipelined by the override";
+        if (rows == 37) {
+          const BwdResult b = run_bwd(c, false);
+          EXPECT_TRUE(same_bits(a.dx, b.dx, c.describe() + " dx"));
+          EXPECT_TRUE(same_bits(a.dgamma, b.dgamma, c.describe() + " dgamma"));
+          EXPECT_TRUE(same_bits(a.dbeta, b.dbeta, c.describe() + " dbeta"));
+        }
+      } catch (const std::exception& e) {  // a CUDA error: name the case (a trace is not printed for a throw)
+        set_backward_plan_override(nullptr);
+        FAIL() << e.what();
+      }
+    }
+  }
+  set_backward_plan_override(nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NormBwdGpu, BwdPipelinedEveryShapeGpu,
+    ::testing::Values(BwdPipelinedCase{2048, 1, 128, 2, DType::kBFloat16}, BwdPipelinedCase{16384, 1, 512, 4, DType::kBFloat16},
+                      BwdPipelinedCase{2048, 2, 64, 2, DType::kFloat16}, BwdPipelinedCase{8192, 16, 32, 2, DType::kBFloat16},
+                      BwdPipelinedCase{16000, 4, 128, 4, DType::kBFloat16}, BwdPipelinedCase{8192, 8, 128, 2, DType::kFloat32},
+                      BwdPipelinedCase{24576, 4, 384, 4, DType::kFloat32}, BwdPipelinedCase{40000, 8, 160, 4, DType::kFloat16},
+                      BwdPipelinedCase{32768, 4, 512, 2, DType::kBFloat16}, BwdPipelinedCase{262144, 16, 512, 4, DType::kBFloat16}),
+    [](const ::testing::TestParamInfo<BwdPipelinedCase>& i) {
+      const BwdPipelinedCase& k = i.param;
+      return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t));
+    });
 
 // Forward then backward on a small fp32 problem; the gradient of L = sum(z * w) must match
 // central differences of the fp64 reference forward.

@@ -4,7 +4,10 @@
 //  - staged forward, tuned RMSNorm of up to 4 vectors per thread: 40 registers
 //    (kStagedMinBlocks, kernels/norm_fwd_staged.cuh);
 //  - pipelined forward, plain norm of up to 4 vectors per thread with weights as wide as x: 64
-//    registers (kPipelinedMinBlocks, kernels/norm_fwd_pipelined.cuh).
+//    registers (kPipelinedMinBlocks, kernels/norm_fwd_pipelined.cuh);
+//  - pipelined backward, 2 and 4 vectors per thread, one 512-thread CTA per SM: 128 registers
+//    (kernels/norm_bwd_pipelined.cuh).
+#include "kernels/norm_bwd_pipelined.cuh"
 #include "kernels/norm_fwd_pipelined.cuh"
 #include "kernels/norm_fwd_staged.cuh"
 
@@ -28,4 +31,13 @@ template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, fp1
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, fp8e4m3_t>, FwdShape<8, 4>>(const FwdParams);
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, float, float, float>, FwdShape<4, 4>>(const FwdParams);
 
+// Pipelined backward, the general entry's 2- and 4-vector kernels (LayerNorm: two row terms
+// and dbeta; the added gradient: its slice in registers across the row's reduction).
+template <NormType kNorm, typename T, Stage kStage = Stage::kBackward>
+using Bwd = BwdTraits<T, T, kNorm, kStage>;
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 2, 0, 0, true>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t, Stage::kBackwardAdd>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, float>, BwdShape<4, 4, 0, 0, true>>(const BwdParams);
 }  // namespace normtune

@@ -58,13 +58,19 @@ struct FwdPlan {
 enum class BwdLayout : uint8_t {
   kRegisters = 0,  // x and dz of a row held in registers, one persistent kernel
   kColumns = 1,    // long rows: the row terms streamed, then column tiles over row ranges
+                   // (x and dz read twice)
+  kPipelined = 2,  // long rows: persistent CTAs (clusters of ctas_per_row), each holding its slice
+                   // of a row's x and dz in a shared-memory ring (the next rows' copies in flight),
+                   // the row terms exchanged through distributed shared memory, its columns'
+                   // dgamma partials in registers; x and dz read once
 };
 
 struct BwdPlan {
   BwdLayout layout = BwdLayout::kRegisters;
-  int vecs_per_thread = 1;  // registers layout: 16-byte vectors of x and of dz each thread holds
-  int threads_per_row = 1;  // registers layout: threads sharing a row
+  int vecs_per_thread = 1;  // registers, pipelined: 16-byte vectors of x and of dz each thread holds
+  int threads_per_row = 1;  // registers, pipelined: threads sharing a row (pipelined: the CTA)
   int rows_per_cta = 1;     // registers layout: rows a CTA holds at once
+  int ctas_per_row = 1;     // pipelined layout: CTAs sharing a row (a thread-block cluster when > 1)
 
   constexpr bool operator==(const BwdPlan&) const = default;
 };
@@ -91,6 +97,8 @@ constexpr bool fwd_walks_rows(const FwdPlan& p) {
 }
 constexpr bool fwd_staged(const FwdPlan& p) { return p.layout == FwdLayout::kStaged; }
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
+constexpr bool bwd_pipelined(const BwdPlan& p) { return p.layout == BwdLayout::kPipelined; }
+constexpr bool bwd_holds_row(const BwdPlan& p) { return p.layout != BwdLayout::kColumns; }
 constexpr bool always(const FwdPlan&) { return true; }
 constexpr const char* fwd_layout_name(int v, bool cpp) {
   switch (v) {
@@ -101,7 +109,11 @@ constexpr const char* fwd_layout_name(int v, bool cpp) {
   }
 }
 constexpr const char* bwd_layout_name(int v, bool cpp) {
-  return v == 0 ? (cpp ? "BwdLayout::kRegisters" : "registers") : (cpp ? "BwdLayout::kColumns" : "columns");
+  switch (v) {
+    case 0: return cpp ? "BwdLayout::kRegisters" : "registers";
+    case 1: return cpp ? "BwdLayout::kColumns" : "columns";
+    default: return cpp ? "BwdLayout::kPipelined" : "pipelined";
+  }
 }
 }  // namespace detail
 
@@ -130,9 +142,10 @@ inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {
     {"layout", "", [](const BwdPlan& p) { return static_cast<int>(p.layout); },
      [](BwdPlan& p, int v) { p.layout = static_cast<BwdLayout>(v); },
      [](const BwdPlan&) { return true; }, detail::bwd_layout_name, false},
-    NORMTUNE_PLAN_INT(BwdPlan, vecs_per_thread, "n", detail::bwd_registers),
-    NORMTUNE_PLAN_INT(BwdPlan, threads_per_row, "g", detail::bwd_registers),
+    NORMTUNE_PLAN_INT(BwdPlan, vecs_per_thread, "n", detail::bwd_holds_row),
+    NORMTUNE_PLAN_INT(BwdPlan, threads_per_row, "g", detail::bwd_holds_row),
     NORMTUNE_PLAN_INT(BwdPlan, rows_per_cta, "r", detail::bwd_registers),
+    NORMTUNE_PLAN_INT(BwdPlan, ctas_per_row, "c", detail::bwd_pipelined),
 };
 
 #undef NORMTUNE_PLAN_INT
@@ -195,7 +208,9 @@ int threads_per_row_for(int nvec, int n, int warp_size);
 // residual is staged too. norm: RMSNorm and LayerNorm take the same plans.
 FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters, NormType norm = NormType::kRMSNorm,
                      Stage stage = Stage::kForward);
-BwdPlan plan_backward(int hidden_size, int vector_elements);
+// Backward: rows up to 4 vectors per thread of one CTA in registers; longer rows pipelined over
+// a cluster (clusters) of up to 16 CTAs, else (no clusters, or longer still) column tiles.
+BwdPlan plan_backward(int hidden_size, int vector_elements, bool clusters = false);
 
 // The layout of a forward with a block-scaled z (MXFP8, MXFP4, NVFP4, FP8 1x128): staged,
 // with the threads of a row a multiple of the lanes that hold one block (block_elements /
@@ -209,7 +224,7 @@ FwdPlan forward_streaming_plan();
 
 // Whether a plan can run a row of `hidden_size` elements at that vector width.
 bool plan_fits(const FwdPlan& plan, int hidden_size, int vector_elements, bool clusters);
-bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
+bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements, bool clusters = false);
 
 // What `normtune tune` times for a hidden size (vector-aligned data): every layout the
 // general kernel can take, all of which fit.
@@ -219,7 +234,10 @@ bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements);
 // vectors also get the streaming layout.
 std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
                                              int max_cluster = 1);
-std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size);
+// Backward: the registers layouts, the column tiles, and for rows of 1024 vectors and more
+// the pipelined layouts on 1..max_cluster CTAs.
+std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
+                                              int max_cluster = 1);
 
 // ---- overrides (the autotuner) ----------------------------------------------------------
 // Until cleared with nullptr, this thread's forward calls run the general kernel (never a
@@ -234,7 +252,7 @@ FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters, NormTy
 // The same for backward calls.
 const BwdPlan* set_backward_plan_override(const BwdPlan* plan);
 const BwdPlan* backward_plan_override();
-BwdPlan backward_plan(int hidden_size, int vector_elements);
+BwdPlan backward_plan(int hidden_size, int vector_elements, bool clusters = false);
 
 // ---- compile-time proofs ----------------------------------------------------------------
 namespace detail {

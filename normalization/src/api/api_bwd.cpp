@@ -93,7 +93,9 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   p.rows = static_cast<int64_t>(call.rows);
   p.hidden = static_cast<int>(call.hidden);
   p.zero_centered_gamma = zero_centered_gamma;
-  args.sm_bound = sm_bound(multiprocessorCount, device_info(current_device()).sm_count);
+  const DeviceInfo& dev = device_info(current_device());
+  args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
+  args.clusters = dev.supports_clusters;
 
   // With a plan override (the autotuner), the general kernel runs with that layout.
   const bool general_only = backward_plan_override() != nullptr;

@@ -25,7 +25,9 @@
 //  - long rows (kN == 0): norm_bwd_row_terms_kernel streams each row once to get c1, c2
 //    (to the workspace), then norm_bwd_columns_kernel tiles the columns: each thread owns a
 //    vector of columns over a range of rows, so its dgamma partial stays in registers.
-//    x and dz are read twice (the price of rows too long for registers).
+//    x and dz are read twice.
+//  - long rows over a cluster (norm_bwd_pipelined.cuh): each CTA's slice of x and dz staged in
+//    shared memory, the row terms exchanged between the CTAs; x and dz read once.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +56,16 @@ struct BwdTraits {
 };
 
 // The compile-time part of a BwdPlan, as the kernels see it: 0 means "decided at run time";
-// kN == 0 is BwdLayout::kColumns (see make_bwd_shape in launch/norm_bwd_launch.cuh).
-template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0>
+// kN == 0 is BwdLayout::kColumns, kPipelined BwdLayout::kPipelined (with kC CTAs per row),
+// else BwdLayout::kRegisters.
+template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, bool kPipelined_ = false, int kC_ = 0>
 struct BwdShape {
   static constexpr int kVec = kVec_;
   static constexpr int kN = kN_;
   static constexpr int kHidden = kHidden_;
   static constexpr int kG = kG_;
+  static constexpr bool kPipelined = kPipelined_;
+  static constexpr int kC = kC_;
 };
 
 inline constexpr int kBwdColumnThreads = 256;  // CTA of the column kernel
@@ -94,30 +99,44 @@ __device__ __forceinline__ BwdMath<Traits> bwd_math(const BwdParams& p, int64_t 
   return {Traits::kRmsNorm ? 0.f : p.mu[row], p.rsigma[row], p.zero_centered_gamma ? 1.f : 0.f};
 }
 
-// dx of one vector (rounded once to I, after adding `add` for bwd_add), stored at `off`.
+// The added gradient's vector at `off` (bwd_add; nothing otherwise).
+template <typename Traits, int kVec>
+__device__ __forceinline__ Vec<typename Traits::Input, kVec> load_add(const BwdParams& p, int64_t off) {
+  Vec<typename Traits::Input, kVec> a;
+  if constexpr (Traits::kAddGrad) a.load(static_cast<const typename Traits::Input*>(p.add) + off);
+  return a;
+}
+
+// dx of one vector (rounded once to I, after adding `a`, the added gradient's vector at `off`,
+// for bwd_add), stored at `off`.
 template <typename Traits, int kVec>
 __device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
                                          const Vec<typename Traits::Input, kVec>& x,
                                          const Vec<typename Traits::Input, kVec>& dz,
-                                         const Vec<typename Traits::Weight, kVec>& g, float c1,
-                                         float c2) {
+                                         const Vec<typename Traits::Weight, kVec>& g, float c1, float c2,
+                                         const Vec<typename Traits::Input, kVec>& a) {
   using I = typename Traits::Input;
   float xf[kVec], dzf[kVec], gf[kVec], d[kVec];
   unpack_floats(x, xf);
   unpack_floats(dz, dzf);
   unpack_floats(g, gf);
   [[maybe_unused]] float af[kVec];
-  if constexpr (Traits::kAddGrad) {
-    Vec<I, kVec> a;
-    a.load(static_cast<const I*>(p.add) + off);
-    unpack_floats(a, af);
-  }
+  if constexpr (Traits::kAddGrad) unpack_floats(a, af);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     d[k] = m.dx(xf[k], dzf[k], gf[k], c1, c2);
     if constexpr (Traits::kAddGrad) d[k] += af[k];
   }
   store_floats(d, static_cast<I*>(p.dx) + off);  // (16-bit dx: two per conversion, stored as words)
+}
+
+// The same, loading the added gradient here.
+template <typename Traits, int kVec>
+__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+                                         const Vec<typename Traits::Input, kVec>& x,
+                                         const Vec<typename Traits::Input, kVec>& dz,
+                                         const Vec<typename Traits::Weight, kVec>& g, float c1, float c2) {
+  store_dx<Traits, kVec>(p, off, m, x, dz, g, c1, c2, load_add<Traits, kVec>(p, off));
 }
 
 // dgamma (+ dbeta) partial sums of the columns of one vector.

@@ -26,12 +26,15 @@ struct BwdParams {
   int row_stride = 0;            // floats per partial row (hidden rounded up to 4)
   int threads_per_row = 0;       // G of the register-resident kernel
   int64_t rows_per_program = 0;  // long rows: rows each column-tile CTA walks
+  int ctas_per_row = 1;          // pipelined layout: CTAs sharing a row (a cluster when > 1)
+  int stages = 2;                // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
 };
 
 struct BwdArgs {
   BwdParams params;
   void* workspace = nullptr;     // the caller's workspace (16-byte aligned), may be null for the query
   int sm_bound = 0;              // multiprocessorCount: bounds the persistent grid
+  bool clusters = false;         // the device can launch thread-block clusters
 };
 
 }  // namespace normtune

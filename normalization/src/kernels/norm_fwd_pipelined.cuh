@@ -11,24 +11,16 @@
 // Thread t copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N)
 // of each row: only its own bytes, so no barrier between the copy and the read, and none
 // before a stage is refilled.
-// Exchange (C > 1): each CTA pushes its partial of row j into slot [j % S][rank] of every CTA
-// of the cluster (st.async, counted on that CTA's transaction barrier [j % S]) and combines
-// the C slots in rank order: the same bits in every CTA. No cluster barrier per row: a CTA
-// sends its partial of row j + S (into slot buffer j % S again) only after it has finished
-// row j + S - 1, which needed this CTA's partial of row j + S - 1, which this CTA sends only
-// after its CTA barrier of that row — after every one of its threads has read the slots of
-// row j. The only cluster barrier is arrived at on entry (after the barrier initialization) and
-// waited on before the first remote store. A CTA leaves after its last row's partials have
-// all landed in it; none are sent to it after that.
+// Exchange (C > 1): the row's statistics cross the cluster through distributed shared memory,
+// one transaction barrier per stage, no cluster barrier per row (pipeline.cuh).
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
+#include "kernels/pipeline.cuh"
 #include "kernels/norm_fwd.cuh"
 #include "kernels/norm_fwd_staged.cuh"
 
 namespace normtune {
-
-inline constexpr int kMaxPipelineStages = 4;
 
 // Shared memory of the ring: per stage the CTA's slice of x (and of the residual); after the
 // ring, LayerNorm's slice of beta when it is held there (kBetaInSmem).
@@ -84,8 +76,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
 
   extern __shared__ uint4 staged_smem[];
   __shared__ ReduceSmem<K> smem;
-  __shared__ uint64_t exchange_bar[kMaxPipelineStages];
-  __shared__ float slots[kMaxPipelineStages][kMaxCtasPerRow][K];  // [row % S][rank]
+  __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
   int phase = 0;
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
@@ -99,37 +90,13 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   const int64_t first_row = blockIdx.x / C;
   const int64_t row_step = gridDim.x / C;
 
-  if (C > 1) {
-    if (t == 0) {
-      for (int s = 0; s < S; ++s) platform::mbarrier_init(&exchange_bar[s], 1);
-      platform::fence_mbarrier_init_cluster();
-    }
-    platform::cluster_arrive_relaxed();  // waited on before the first remote store
-  }
+  exchange.begin(S, C);
 
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
-  auto stage_x = [&](int s) {
-    return reinterpret_cast<VI*>(reinterpret_cast<char*>(staged_smem) + s * Layout::stage_bytes(slice));
-  };
-  // Issues the copies of row `row` (none past the last row) into stage s, as one group.
-  auto issue = [&](int64_t row, int s) {
-    if (row < p.rows) {
-      VI* xs = stage_x(s);
-      const I* x = static_cast<const I*>(p.x) + row * hidden;
-      const I* r = static_cast<const I*>(p.residual) + row * hidden;
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int v = vec_of(i);
-        if (v < nvec) {
-          stage_vec(xs + i * G + t, reinterpret_cast<const VI*>(x + static_cast<int64_t>(v) * kVec));
-          if constexpr (kAdd) {
-            stage_vec(xs + slice + i * G + t, reinterpret_cast<const VI*>(r + static_cast<int64_t>(v) * kVec));
-          }
-        }
-      }
-    }
-    platform::cp_async_commit();
-  };
+  // The ring: x (and the residual) of the next S rows.
+  const SliceRing<VI, N, kAdd ? 2 : 1> ring{reinterpret_cast<char*>(staged_smem), slice, G, t, rank * slice, nvec};
+  const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.residual)};
+  auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
   platform::wait_for_prior_grid();
   for (int s = 0; s < S; ++s) issue(first_row + s * row_step, s);
@@ -162,15 +129,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   int j = 0;
   for (int64_t row = first_row; row < p.rows; row += row_step, ++j) {
     const int s = j % S;
-    VI* xs = stage_x(s);
-    // Row j's copies (this thread's) have landed when at most the S - 1 later groups are pending.
-    if (S == 2) {
-      platform::cp_async_wait_groups<1>();
-    } else if (S == 3) {
-      platform::cp_async_wait_groups<2>();
-    } else {
-      platform::cp_async_wait_groups<3>();
-    }
+    ring.wait(S);  // row j's copies (this thread's) have landed
+    VI* xs = ring.stage(s);  // [x slice][residual slice]
 
     RowStats<kRms> stats;
 #pragma unroll
@@ -195,29 +155,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     } else {
       part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
     }
-    if (C > 1) {
-      // A one-warp CTA has no CTA barrier in its reduction: order its lanes' reads of the
-      // slots of row j - 1 before the push of row j (see the exchange note above).
-      if (G <= kWarp) platform::sync_warp();
-      if (t == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar[s], C * K * sizeof(float));
-      if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
-      if (t < C) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[s][rank][k], part.v[k], &exchange_bar[s], t);
-      }
-      platform::mbarrier_wait_parity(&exchange_bar[s], static_cast<unsigned>(j / S) & 1u);
-#pragma unroll
-      for (int k = 0; k < K; ++k) part.v[k] = slots[s][0][k];
-      for (int r = 1; r < C; ++r) {
-        Floats<K> next;
-#pragma unroll
-        for (int k = 0; k < K; ++k) next.v[k] = slots[s][r][k];
-        if constexpr (kRms) {
-          part = AddOp{}(part, next);
-        } else {
-          part = MeanVarOp{}(part, next);
-        }
-      }
+    if constexpr (kRms) {
+      part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
+    } else {
+      part = exchange.combine(part, MeanVarOp{}, j, S, G, C, rank);
     }
     const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
     const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
@@ -242,7 +183,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
     issue(row + S * row_step, s);
   }
-  if (C > 1 && j == 0) platform::cluster_wait_acquire();  // no row: complete the entry barrier
+  exchange.end(j, C);
   platform::allow_dependent_grid();
   finish_output<Traits>(p, q, &smem.warp_parts[0][0][0]);
 }

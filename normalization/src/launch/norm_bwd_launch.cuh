@@ -5,7 +5,9 @@
 //   [row_terms: rows x 2 floats, long rows only, rounded up to 4 floats]
 //   [partials:  K x programs x row_stride floats]   row_stride = hidden rounded up to 4
 // programs is the grid of the register-resident kernel (bounded by multiprocessorCount x the
-// CTAs resident per SM, and by the row tiles), or the row ranges of the column kernel. The
+// CTAs resident per SM, and by the row tiles), the clusters of the pipelined kernel (as many
+// as are resident at once within that bound, at most one per row), or the row ranges of the
+// column kernel. The
 // size query and the real call compute it from the same arguments, so they agree.
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <normtune/tuning.h>
 
 #include "kernels/norm_bwd.cuh"
+#include "kernels/norm_bwd_pipelined.cuh"
 #include "launch/launch_util.cuh"
 
 namespace normtune {
@@ -33,9 +36,11 @@ bool bwd_vector_aligned(const BwdParams& p) {
 inline constexpr int kBwdColumnCtasPerSm = 4;
 
 struct BwdGeometry {
-  int64_t grid = 0;            // main kernel CTAs (register-resident) or row-terms CTAs
-  int threads = 0;             // register-resident: G x R
-  size_t smem = 0;             // register-resident: dynamic shared memory
+  int64_t grid = 0;            // main kernel CTAs (register-resident, pipelined) or row-terms CTAs
+  int threads = 0;             // register-resident: G x R; pipelined: G
+  size_t smem = 0;             // register-resident, pipelined: dynamic shared memory
+  int cluster = 1;             // pipelined: CTAs per row
+  int stages = 0;              // pipelined: rows in flight per CTA
   int column_tiles = 0;        // long rows: CTAs across the columns
   int programs = 0;            // partial rows
   int64_t rows_per_program = 0;
@@ -56,6 +61,9 @@ auto norm_bwd_main_kernel() {
   return kernel;
 }
 
+// Shared memory the pipelined layout fills with stages (as the forward's, kPipelinedSmemBudget).
+inline constexpr size_t kBwdPipelinedSmemBudget = 128 * 1024;
+
 template <typename Traits, typename Shape>
 BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   const BwdParams& p = args.params;
@@ -63,7 +71,33 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
   g.row_stride = (p.hidden + 3) / 4 * 4;
   if (p.rows == 0) return g;  // nothing to reduce: finalize writes zeros
   const int64_t sm_bound = std::max(args.sm_bound, 1);
-  if constexpr (Shape::kN > 0) {
+  if constexpr (Shape::kPipelined) {
+    using Ring = BwdRing<Traits, Shape>;
+    constexpr auto kernel = norm_bwd_pipelined_kernel<Traits, Shape>;
+    const size_t limit = prepare_cluster_smem_kernel<kernel>();
+    g.threads = plan.threads_per_row;
+    g.cluster = plan.ctas_per_row;
+    // As many stages (up to kMaxPipelineStages) as fit the budget, at least two.
+    const int slice = plan.vecs_per_thread * plan.threads_per_row;
+    g.stages = static_cast<int>(
+        std::clamp<size_t>(kBwdPipelinedSmemBudget / Ring::stage_bytes(slice), 2, kMaxPipelineStages));
+    g.smem = g.stages * Ring::stage_bytes(slice);
+    NORMTUNE_CHECK(g.smem <= limit, "backward plan ", config_string(plan), ": ", g.smem,
+                   " bytes of shared memory per CTA, the device allows ", limit);
+    int64_t clusters = 0;
+    if (g.cluster > 1) {
+      const int sms = device_info(current_device()).sm_count;
+      const int64_t resident = resident_clusters<kernel>(g.threads, g.smem, g.cluster);
+      NORMTUNE_CHECK(resident > 0, "backward plan ", config_string(plan), ": a cluster of ", g.cluster,
+                     " CTAs cannot be resident on this device");
+      clusters = std::max<int64_t>(1, resident * std::min<int64_t>(sm_bound, sms) / sms);
+    } else {
+      clusters = sm_bound * resident_ctas_per_sm<kernel>(g.threads, g.smem);
+    }
+    clusters = std::max<int64_t>(1, std::min<int64_t>(clusters, p.rows));
+    g.grid = clusters * g.cluster;
+    g.programs = static_cast<int>(clusters);
+  } else if constexpr (Shape::kN > 0) {
     g.threads = plan.threads_per_row * plan.rows_per_cta;
     g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
     const int64_t tiles = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
@@ -99,7 +133,13 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   p.row_terms = g.row_terms_floats > 0 ? ws : nullptr;
   p.partials = g.programs > 0 ? ws + g.row_terms_floats : nullptr;
   if (p.rows > 0) {
-    if constexpr (Shape::kN > 0) {
+    if constexpr (Shape::kPipelined) {
+      p.ctas_per_row = g.cluster;
+      p.stages = g.stages;
+      NORMTUNE_CUDA_CHECK(platform::launch(norm_bwd_pipelined_kernel<Traits, Shape>, static_cast<unsigned>(g.grid),
+                                           static_cast<unsigned>(g.threads),
+                                           platform::LaunchOptions{.cluster = g.cluster, .smem = g.smem}, stream, p));
+    } else if constexpr (Shape::kN > 0) {
       NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_main_kernel<Traits, Shape>(),
                                                 dim3(static_cast<unsigned>(g.grid)),
                                                 static_cast<unsigned>(g.threads), g.smem, stream,
@@ -130,10 +170,14 @@ auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
   using I = typename Traits::Input;
   constexpr int kVec = 16 / sizeof(I);
   const bool aligned = bwd_vector_aligned<Traits, kVec>(args.params);
-  const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1);
+  const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters);
   const bool columns = plan.layout == BwdLayout::kColumns;
   if (aligned) {
     if (columns) return fn.template operator()<BwdShape<kVec, 0>>(plan);
+    if (plan.layout == BwdLayout::kPipelined) {
+      if (plan.vecs_per_thread == 2) return fn.template operator()<BwdShape<kVec, 2, 0, 0, true>>(plan);
+      if (plan.vecs_per_thread == 4) return fn.template operator()<BwdShape<kVec, 4, 0, 0, true>>(plan);
+    }
     switch (plan.vecs_per_thread) {
       case 1: return fn.template operator()<BwdShape<kVec, 1>>(plan);
       case 2: return fn.template operator()<BwdShape<kVec, 2>>(plan);
@@ -150,7 +194,7 @@ auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
 template <typename Traits>
 struct GeneralBwd {
   static constexpr const char* kConfig =
-      "layout planned per call: row in registers (vector or scalar), or column tiles";
+      "layout planned per call: row in registers (vector or scalar), pipelined over a cluster, or column tiles";
 
   static void run(const void* opaque, cudaStream_t stream) {
     const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
@@ -173,15 +217,24 @@ struct TunedBwd {
   using I = typename Traits::Input;
   static constexpr int kVec = 16 / sizeof(I);
   static constexpr bool kRegisters = kPlan.layout == BwdLayout::kRegisters;
-  using Shape = BwdShape<kVec, kRegisters ? kPlan.vecs_per_thread : 0, kHidden, kRegisters ? kPlan.threads_per_row : 0>;
+  static constexpr bool kPipelined = kPlan.layout == BwdLayout::kPipelined;
+  static constexpr bool kHoldsRow = kRegisters || kPipelined;
+  using Shape = BwdShape<kVec, kHoldsRow ? kPlan.vecs_per_thread : 0, kHidden, kHoldsRow ? kPlan.threads_per_row : 0,
+                         kPipelined, kPipelined ? kPlan.ctas_per_row : 0>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
-  static_assert(!kRegisters || kPlan.vecs_per_thread * kPlan.threads_per_row * kVec >= kHidden,
+  static_assert(!kHoldsRow || kPlan.vecs_per_thread * kPlan.threads_per_row * (kPipelined ? kPlan.ctas_per_row : 1) * kVec >= kHidden,
                 "the tuned layout does not cover the row");
+  static_assert(!kPipelined || (kPlan.threads_per_row <= kMaxCtaThreads && kPlan.ctas_per_row >= 1 &&
+                                kPlan.ctas_per_row <= kMaxCtasPerRow),
+                "a pipelined line: at most kMaxCtaThreads threads and kMaxCtasPerRow CTAs per row");
   static_assert(!kRegisters || (kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.rows_per_cta >= 1),
                 "at most kMaxCtaThreads threads per CTA");
 
   static const char* can_implement(const void* opaque) {
     const BwdArgs& args = *static_cast<const BwdArgs*>(opaque);
+    if constexpr (kPipelined && kPlan.ctas_per_row > 1) {
+      if (!args.clusters) return "the device has no thread-block clusters";
+    }
     return bwd_vector_aligned<Traits, kVec>(args.params) ? nullptr : "data is not 16-byte aligned";
   }
   static void run(const void* opaque, cudaStream_t stream) {

@@ -237,7 +237,18 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
 }
 
 // ---- backward ---------------------------------------------------------------------------
-BwdPlan plan_backward(int hidden, int vec) {
+// The pipelined backward layout (rows too long for one CTA's registers): 512 threads, 2
+// vectors of x and dz per thread while a cluster of up to 16 CTAs holds the row, else 4; 0
+// CTAs: the row does not fit.
+namespace {
+BwdPlan bwd_pipelined(int ctas, int threads, int vecs) {
+  return BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = vecs, .threads_per_row = threads,
+                 .ctas_per_row = ctas};
+}
+int bwd_pipelined_ctas(int nvec, int vecs) { return ceil_div(nvec, vecs * kMaxCtaThreads); }
+}  // namespace
+
+BwdPlan plan_backward(int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   // Vectors per thread: x and dz are both held, so the row in registers is half the
   // forward's. Up to 2 vectors per thread fit 64 registers (1024 threads per SM), 4 take
@@ -251,14 +262,29 @@ BwdPlan plan_backward(int hidden, int vec) {
   } else if (nvec <= 4 * kMaxCtaThreads) {
     n = 4;
   }
-  if (n == 0) return BwdPlan{.layout = BwdLayout::kColumns};
+  if (n == 0) {
+    // Rows over a cluster: x and dz read once (the column tiles read them twice).
+    for (int vecs : {2, 4}) {
+      const BwdPlan plan = bwd_pipelined(bwd_pipelined_ctas(nvec, vecs), kMaxCtaThreads, vecs);
+      if (plan_fits(plan, hidden, vec, clusters)) return plan;
+    }
+    return BwdPlan{.layout = BwdLayout::kColumns};
+  }
   const FwdPlan rows = row_in_registers(nvec, n);
   return BwdPlan{.vecs_per_thread = n, .threads_per_row = rows.threads_per_row, .rows_per_cta = rows.rows_per_cta};
 }
 
-bool plan_fits(const BwdPlan& p, int hidden, int vec) {
+bool plan_fits(const BwdPlan& p, int hidden, int vec, bool clusters) {
   if (p.layout == BwdLayout::kColumns) return true;  // any row
   const int nvec = ceil_div(hidden, vec);
+  if (p.layout == BwdLayout::kPipelined) {
+    // 16-byte vectors, 2 or 4 per thread, whole warps, one row per CTA.
+    return vec > 1 && (p.vecs_per_thread == 2 || p.vecs_per_thread == 4) && p.threads_per_row >= kWarpSize &&
+           p.threads_per_row % kWarpSize == 0 && p.threads_per_row <= kMaxCtaThreads && p.rows_per_cta == 1 &&
+           p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow && (p.ctas_per_row == 1 || clusters) &&
+           p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
+  }
+  if (p.ctas_per_row != 1) return false;
   const int g = p.threads_per_row;
   const bool n_ok = vec == 1 ? p.vecs_per_thread == 8
                              : p.vecs_per_thread == 1 || p.vecs_per_thread == 2 || p.vecs_per_thread == 4;
@@ -268,7 +294,7 @@ bool plan_fits(const BwdPlan& p, int hidden, int vec) {
 
 // Backward layouts: 1, 2 or 4 vectors of x and dz per thread, every rows-per-CTA count up
 // to kMaxCtaThreads threads, and the long-row (column-tiled) path.
-std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp) {
+std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp, int max_cluster) {
   std::vector<BwdPlan> out{BwdPlan{.layout = BwdLayout::kColumns}};
   const int nvec = ceil_div(hidden, vec);
   for (int n : {1, 2, 4}) {
@@ -279,6 +305,22 @@ std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp) {
       const BwdPlan plan{.vecs_per_thread = n, .threads_per_row = g, .rows_per_cta = r};
       if (plan_fits(plan, hidden, vec)) out.push_back(plan);
     }
+  }
+  // Pipelined: rows of 1024 vectors and more over 1..max_cluster CTAs, each slice at most
+  // twice what the row needs.
+  for (int c = 1; c <= std::max(max_cluster, 1) && nvec >= 1024; c *= 2) {
+    for (int g : {128, 256, 512}) {
+      for (int n : {2, 4}) {
+        const BwdPlan plan = bwd_pipelined(c, g, n);
+        if (n * g * c < 2 * nvec && plan_fits(plan, hidden, vec, c > 1)) out.push_back(plan);
+      }
+    }
+  }
+  // And the heuristic's (its cluster need not be a power of two).
+  const BwdPlan heuristic = plan_backward(hidden, vec, max_cluster > 1);
+  if (heuristic.layout == BwdLayout::kPipelined && heuristic.ctas_per_row <= max_cluster &&
+      std::find(out.begin(), out.end(), heuristic) == out.end()) {
+    out.push_back(heuristic);
   }
   return out;
 }
@@ -310,9 +352,9 @@ const BwdPlan* set_backward_plan_override(const BwdPlan* plan) {
 
 const BwdPlan* backward_plan_override() { return t_bwd_override; }
 
-BwdPlan backward_plan(int hidden, int vec) {
-  if (t_bwd_override != nullptr && plan_fits(*t_bwd_override, hidden, vec)) return *t_bwd_override;
-  return plan_backward(hidden, vec);
+BwdPlan backward_plan(int hidden, int vec, bool clusters) {
+  if (t_bwd_override != nullptr && plan_fits(*t_bwd_override, hidden, vec, clusters)) return *t_bwd_override;
+  return plan_backward(hidden, vec, clusters);
 }
 
 }  // namespace normtune

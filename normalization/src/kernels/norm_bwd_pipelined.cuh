@@ -1,0 +1,149 @@
+// Backward RMSNorm / LayerNorm (optionally adding a gradient), pipelined layout for rows too
+// long for one CTA's registers: the backward counterpart of norm_fwd_pipelined.cuh, so that x
+// and dz are read from HBM once (the column-tiled path reads them twice).
+//
+// Persistent CTAs; a row is split over a thread-block cluster of C CTAs (C = 1: one CTA).
+// CTA `rank` of cluster k walks rows k, k + K, k + 2K, ... (K clusters in the grid); thread t
+// copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N) of x and
+// of dz of each row into a ring of S stages of shared memory (cp.async, p.stages = 2..4), so
+// that the next S - 1 rows' copies are in flight while this row reduces and writes dx. Only
+// its own bytes: no barrier between a copy and its read, and none before a stage is refilled.
+// Per row: the slice's row terms (sum dy * y, and sum dy for LayerNorm) are reduced in the CTA
+// and, with C > 1, summed over the cluster in rank order through distributed shared memory, the
+// same bits in every CTA, with no cluster barrier per row (pipeline.cuh).
+// Then dx of the slice from the staged copies. gamma's slice is held in registers (loaded
+// once); the dgamma (and dbeta) partials of the CTA's columns stay in registers over all its
+// rows, and at the end each CTA writes its columns of partial row k (program k = the
+// cluster): every (program, column) written exactly once, summed by norm_bwd_finalize_kernel
+// in a fixed order. The clusters, hence the programs and the bits, follow from
+// multiprocessorCount as in the other layouts.
+// In place (dx over dz): a row's dz is copied on chip before its dx is written, and the rows
+// in flight are other rows.
+#pragma once
+
+#include "kernels/pipeline.cuh"
+#include "kernels/norm_bwd.cuh"
+
+namespace normtune {
+
+// The ring: per stage the CTA's slice of x, then of dz.
+template <typename Traits, typename Shape>
+using BwdRing = SliceRing<Vec<typename Traits::Input, Shape::kVec>, Shape::kN, 2>;
+
+// One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
+// hold gamma's slice and the fp32 partials (N * kVec * outputs floats: 32 at N = 2 for
+// LayerNorm, 32 at N = 4 for RMSNorm, 64 for LayerNorm at N = 4).
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(const BwdParams p) {
+  using W = typename Traits::Weight;
+  using I = typename Traits::Input;
+  constexpr int K = Traits::kOutputs;
+  constexpr int kVec = Shape::kVec;
+  constexpr int N = Shape::kN;
+  static_assert(Shape::kPipelined && N >= 1, "norm_bwd_pipelined_kernel holds kN vectors per thread");
+  using VI = Vec<I, kVec>;
+  using VW = Vec<W, kVec>;
+
+  extern __shared__ uint4 bwd_ring[];
+  __shared__ ReduceSmem<K> smem;
+  __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
+  int phase = 0;
+  platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
+
+  const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
+  const int G = Shape::kG ? Shape::kG : static_cast<int>(blockDim.x);  // one row per CTA
+  const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
+  const int nvec = hidden / kVec;
+  const int slice = N * G;
+  const int S = p.stages;
+  const int t = threadIdx.x;
+  const int rank = C > 1 ? platform::cluster_rank() : 0;
+  const int64_t program = blockIdx.x / C;
+  const int64_t row_step = gridDim.x / C;
+  const float inv_hidden = 1.f / static_cast<float>(hidden);
+
+  exchange.begin(S, C);
+
+  auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
+  // The ring: x and dz of the next S rows.
+  const BwdRing<Traits, Shape> ring{reinterpret_cast<char*>(bwd_ring), slice, G, t, rank * slice, nvec};
+  const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.dz)};
+  auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
+
+  for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
+
+  // gamma's slice, and this CTA's partials of its columns.
+  const W* gamma = static_cast<const W*>(p.gamma);
+  VW g[N];
+  GradAccum<Traits, kVec> acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    acc[i].clear();
+    if (vec_of(i) < nvec) g[i].load(gamma + static_cast<int64_t>(vec_of(i)) * kVec);
+  }
+
+  // The row's statistics are loaded a row ahead, and the added gradient's slice before the
+  // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
+  BwdMath<Traits> m_next{};
+  if (program < p.rows) m_next = bwd_math<Traits>(p, program);
+  int j = 0;
+  for (int64_t row = program; row < p.rows; row += row_step, ++j) {
+    const int s = j % S;
+    const BwdMath<Traits> m = m_next;
+    if (row + row_step < p.rows) m_next = bwd_math<Traits>(p, row + row_step);
+    [[maybe_unused]] VI a[N];
+    if constexpr (Traits::kAddGrad) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (vec_of(i) < nvec) a[i] = load_add<Traits, kVec>(p, row * hidden + static_cast<int64_t>(vec_of(i)) * kVec);
+      }
+    }
+    ring.wait(S);  // row j's copies (this thread's) have landed
+    VI* xs = ring.stage(s);  // [x slice][dz slice]
+
+    Floats<K> part{};
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (vec_of(i) < nvec) {
+        float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
+        unpack_floats(xs[i * G + t], xf);
+        unpack_floats(xs[slice + i * G + t], dzf);
+        unpack_floats(g[i], gf);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          yf[k] = m.y(xf[k]);
+          m.add_terms_of_y(yf[k], dzf[k], gf[k], part);
+        }
+        acc[i].add_of_y(yf, dzf);
+      }
+    }
+    part = group_reduce(part, AddOp{}, G, 1, smem, phase);
+    part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
+    const float c1 = part.v[0] * inv_hidden;
+    const float c2 = Traits::kRmsNorm ? 0.f : part.v[K - 1] * inv_hidden;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int v = vec_of(i);
+      if (v < nvec) {
+        store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, xs[i * G + t],
+                               xs[slice + i * G + t], g[i], c1, c2, a[i]);
+      }
+    }
+    // Refill this stage (this thread's own bytes, all read above) with the row after next.
+    issue(row + S * row_step, s);
+  }
+  exchange.end(j, C);
+  platform::cp_async_wait_all();  // (the copies issued past the last row are empty groups)
+
+  // This CTA's columns of partial row `program`.
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int v = vec_of(i);
+    if (v < nvec) {
+#pragma unroll
+      for (int o = 0; o < K; ++o) acc[i].store(p, o, program, v * kVec);
+    }
+  }
+}
+
+}  // namespace normtune
