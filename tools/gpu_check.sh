@@ -38,7 +38,8 @@ if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == subset ]]; 
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     # The staged kernels (one CTA, clusters, the tuned h4096/h7168 lines) and the FP8/MXFP8
     # outputs included; racecheck is slow on large shared-memory slices, so it takes the
-    # one-CTA staged layouts and the per-tensor FP8 test only.
+    # one-CTA staged layouts and the per-tensor FP8 test only. The backward's pipelined layout
+    # on its small rows: one CTA, a cluster of 2, and a cluster of 16 one-warp CTAs.
     staged='NormFwdGpu.Staged*:NormFwdGpu.Fp8*:NormFwdGpu.Mxfp8*'
     [[ $tool == racecheck ]] && staged='NormFwdGpu.StagedOneCta*:NormFwdGpu.Fp8*'
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_forward" \
@@ -47,7 +48,7 @@ if [[ " $steps " == *" sanitize "* && "${SANITIZE_SCOPE:-subset}" == subset ]]; 
     tail -3 "$out/sanitize_${tool}_fwd.log"
     [[ $tool == synccheck ]] && continue
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/normtune_test_gpu_backward" \
-      --gtest_filter='NormBwdGpu.ZeroRows*:NormBwdGpu.OneRow:NormBwdGpu.MisalignedStorage*:NormBwdGpu.ZeroCentered*:NormBwdGpu.InPlace*:Registry/TunedBwdGpu.*h7168*:Registry/TunedBwdGpu.*h128_*' \
+      --gtest_filter='NormBwdGpu.ZeroRows*:NormBwdGpu.OneRow:NormBwdGpu.MisalignedStorage*:NormBwdGpu.ZeroCentered*:NormBwdGpu.InPlace*:Registry/TunedBwdGpu.*h7168*:Registry/TunedBwdGpu.*h128_*:NormBwdGpu/BwdPipelinedEveryShapeGpu.*h2048_*:NormBwdGpu/BwdPipelinedEveryShapeGpu.*h8192_c16_*' \
       >"$out/sanitize_${tool}_bwd.log" 2>&1 || status=1
     tail -3 "$out/sanitize_${tool}_bwd.log"
   done
