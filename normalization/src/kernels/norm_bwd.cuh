@@ -99,10 +99,10 @@ __device__ __forceinline__ BwdMath<Traits> bwd_math(const BwdParams& p, int64_t 
   return {Traits::kRmsNorm ? 0.f : p.mu[row], p.rsigma[row], p.zero_centered_gamma ? 1.f : 0.f};
 }
 
-// The added gradient's vector at `off` (bwd_add; nothing otherwise).
+// The added gradient's vector at `off` (bwd_add; zeros, never read, otherwise).
 template <typename Traits, int kVec>
 __device__ __forceinline__ Vec<typename Traits::Input, kVec> load_add(const BwdParams& p, int64_t off) {
-  Vec<typename Traits::Input, kVec> a;
+  Vec<typename Traits::Input, kVec> a{};
   if constexpr (Traits::kAddGrad) a.load(static_cast<const typename Traits::Input*>(p.add) + off);
   return a;
 }
