@@ -526,6 +526,35 @@ TEST(Planner, BackwardLongRowsArePipelinedOverAClusterWhereTheDeviceHasClusters)
   EXPECT_EQ(plan_backward(16384, 8, true).layout, BwdLayout::kRegisters);
 }
 
+TEST(Planner, BackwardPipelinedPlansFitTheDevicesSharedMemory) {
+  const size_t h200 = 227 * 1024;     // sm_90's opt-in shared memory per CTA
+  const size_t consumer = 99 * 1024;  // sm_120's (clusters, but less shared memory)
+  // Two stages of 4 vectors x 512 threads of x and dz: 128 KiB, and the static slots.
+  const BwdPlan longest = plan_backward(262144, 8, true, h200);
+  EXPECT_EQ(longest.layout, BwdLayout::kPipelined);
+  EXPECT_EQ(longest.vecs_per_thread, 4);
+  EXPECT_EQ(longest, plan_backward(262144, 8, true)) << "no limit given: the same plan";
+  EXPECT_GT(pipelined_backward_min_smem(longest), size_t{128} * 1024);
+  EXPECT_EQ(plan_backward(262144, 8, true, consumer).layout, BwdLayout::kColumns);
+  // 2 vectors x 512 threads (64 KiB in two stages) fit both.
+  EXPECT_EQ(plan_backward(32768, 8, true, consumer), plan_backward(32768, 8, true));
+  EXPECT_EQ(plan_backward(131072, 8, true, consumer), plan_backward(131072, 8, true));
+  for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
+    for (const size_t smem : {h200, consumer}) {
+      const BwdPlan p = plan_backward(hidden, 8, true, smem);
+      if (p.layout == BwdLayout::kPipelined) {
+        EXPECT_LE(pipelined_backward_min_smem(p), smem) << hidden << ": " << config_string(p);
+      }
+    }
+  }
+  // The tuner's override is taken as given (a candidate the device cannot launch is skipped).
+  const BwdPlan wide = plan_backward(262144, 8, true);
+  ASSERT_EQ(set_backward_plan_override(&wide), nullptr);
+  EXPECT_EQ(backward_plan(262144, 8, true, consumer), wide);
+  set_backward_plan_override(nullptr);
+  EXPECT_EQ(backward_plan(262144, 8, true, consumer).layout, BwdLayout::kColumns);
+}
+
 TEST(Planner, BackwardClusterCandidatesFitAndIncludeTheHeuristic) {
   for (int hidden : {8192, 20000, 32768, 65536, 131072, 262144}) {
     const std::vector<BwdPlan> c = backward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);

@@ -9,6 +9,7 @@
 // production calls.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -210,7 +211,13 @@ FwdPlan plan_forward(int hidden_size, int vector_elements, bool clusters, NormTy
                      Stage stage = Stage::kForward);
 // Backward: rows up to 4 vectors per thread of one CTA in registers; longer rows pipelined over
 // a cluster (clusters) of up to 16 CTAs, else (no clusters, or longer still) column tiles.
-BwdPlan plan_backward(int hidden_size, int vector_elements, bool clusters = false);
+// smem_per_cta: the shared memory one CTA may have (the device's opt-in limit; 0: no limit):
+// a pipelined plan needs two stages of its slices of x and dz (4 vectors x 512 threads: 128
+// KiB), so that on parts with less (99 KiB) the longest rows take the column tiles instead.
+BwdPlan plan_backward(int hidden_size, int vector_elements, bool clusters = false, size_t smem_per_cta = 0);
+// Shared memory a pipelined backward plan needs at the least (two stages, and the kernel's
+// static shared memory).
+size_t pipelined_backward_min_smem(const BwdPlan& plan);
 
 // The layout of a forward with a block-scaled z (MXFP8, MXFP4, NVFP4, FP8 1x128): staged,
 // with the threads of a row a multiple of the lanes that hold one block (block_elements /
@@ -252,7 +259,7 @@ FwdPlan forward_plan(int hidden_size, int vector_elements, bool clusters, NormTy
 // The same for backward calls.
 const BwdPlan* set_backward_plan_override(const BwdPlan* plan);
 const BwdPlan* backward_plan_override();
-BwdPlan backward_plan(int hidden_size, int vector_elements, bool clusters = false);
+BwdPlan backward_plan(int hidden_size, int vector_elements, bool clusters = false, size_t smem_per_cta = 0);
 
 // ---- compile-time proofs ----------------------------------------------------------------
 namespace detail {

@@ -248,7 +248,13 @@ BwdPlan bwd_pipelined(int ctas, int threads, int vecs) {
 int bwd_pipelined_ctas(int nvec, int vecs) { return ceil_div(nvec, vecs * kMaxCtaThreads); }
 }  // namespace
 
-BwdPlan plan_backward(int hidden, int vec, bool clusters) {
+size_t pipelined_backward_min_smem(const BwdPlan& plan) {
+  constexpr size_t kStaticReserve = 2048;  // the row reduction's and the cluster exchange's slots
+  const size_t slice = static_cast<size_t>(plan.vecs_per_thread) * plan.threads_per_row;
+  return 2 * 2 * slice * 16 + kStaticReserve;  // two stages of x and dz, 16-byte vectors
+}
+
+BwdPlan plan_backward(int hidden, int vec, bool clusters, size_t smem_per_cta) {
   const int nvec = ceil_div(hidden, vec);
   // Vectors per thread: x and dz are both held, so the row in registers is half the
   // forward's. Up to 2 vectors per thread fit 64 registers (1024 threads per SM), 4 take
@@ -266,7 +272,8 @@ BwdPlan plan_backward(int hidden, int vec, bool clusters) {
     // Rows over a cluster: x and dz read once (the column tiles read them twice).
     for (int vecs : {2, 4}) {
       const BwdPlan plan = bwd_pipelined(bwd_pipelined_ctas(nvec, vecs), kMaxCtaThreads, vecs);
-      if (plan_fits(plan, hidden, vec, clusters)) return plan;
+      const bool smem_ok = smem_per_cta == 0 || pipelined_backward_min_smem(plan) <= smem_per_cta;
+      if (plan_fits(plan, hidden, vec, clusters) && smem_ok) return plan;
     }
     return BwdPlan{.layout = BwdLayout::kColumns};
   }
@@ -352,9 +359,9 @@ const BwdPlan* set_backward_plan_override(const BwdPlan* plan) {
 
 const BwdPlan* backward_plan_override() { return t_bwd_override; }
 
-BwdPlan backward_plan(int hidden, int vec, bool clusters) {
+BwdPlan backward_plan(int hidden, int vec, bool clusters, size_t smem_per_cta) {
   if (t_bwd_override != nullptr && plan_fits(*t_bwd_override, hidden, vec, clusters)) return *t_bwd_override;
-  return plan_backward(hidden, vec, clusters);
+  return plan_backward(hidden, vec, clusters, smem_per_cta);
 }
 
 }  // namespace normtune
