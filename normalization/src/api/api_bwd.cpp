@@ -96,6 +96,7 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   const DeviceInfo& dev = device_info(current_device());
   args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
   args.clusters = dev.supports_clusters;
+  args.smem_per_cta = dev.shared_memory_per_block_optin;
 
   // With a plan override (the autotuner), the general kernel runs with that layout.
   const bool general_only = backward_plan_override() != nullptr;

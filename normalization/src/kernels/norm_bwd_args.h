@@ -2,6 +2,7 @@
 // registry's opaque pointer) and the launcher to the kernels. Host-visible, no GPU code.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace normtune {
@@ -35,6 +36,7 @@ struct BwdArgs {
   void* workspace = nullptr;     // the caller's workspace (16-byte aligned), may be null for the query
   int sm_bound = 0;              // multiprocessorCount: bounds the persistent grid
   bool clusters = false;         // the device can launch thread-block clusters
+  size_t smem_per_cta = 0;       // the device's opt-in shared memory per CTA (0: no limit)
 };
 
 }  // namespace normtune

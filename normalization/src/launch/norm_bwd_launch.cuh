@@ -170,8 +170,7 @@ auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
   using I = typename Traits::Input;
   constexpr int kVec = 16 / sizeof(I);
   const bool aligned = bwd_vector_aligned<Traits, kVec>(args.params);
-  const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters,
-                                     device_info(current_device()).shared_memory_per_block_optin);
+  const BwdPlan plan = backward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters, args.smem_per_cta);
   const bool columns = plan.layout == BwdLayout::kColumns;
   if (aligned) {
     if (columns) return fn.template operator()<BwdShape<kVec, 0>>(plan);
