@@ -308,6 +308,31 @@ TEST(Planner, TheHeuristicIsOneOfTheCandidates) {
   }
 }
 
+TEST(Planner, TheTunerTimesThePipelinedBackwardOnOneCtaFromMidRows) {
+  // From 128 vectors per row up, one CTA with the threads the row needs (2 or 4 vectors each);
+  // not below (the register layouts' ground).
+  auto has = [](int hidden, int vec, int g, int n) {
+    const auto c = backward_plan_candidates(hidden, vec, 32, kMaxCtasPerRow);
+    return std::find(c.begin(), c.end(),
+                     BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = g,
+                             .ctas_per_row = 1}) != c.end();
+  };
+  EXPECT_TRUE(has(4096, 8, 256, 2));
+  EXPECT_TRUE(has(4096, 8, 128, 4));
+  EXPECT_TRUE(has(7168, 8, 448, 2));
+  EXPECT_TRUE(has(7168, 8, 224, 4));
+  EXPECT_TRUE(has(1032, 8, 96, 2));    // 129 vectors: three warps
+  EXPECT_TRUE(has(4096, 4, 256, 4));   // fp32
+  EXPECT_TRUE(has(16384, 4, 1024, 4));
+  EXPECT_FALSE(has(16384, 4, 2048, 2));  // more threads than a CTA has
+  for (int g : {32, 64, 128}) {
+    EXPECT_FALSE(has(1000, 8, g, 2)) << g;  // 125 vectors
+  }
+  // The heuristic is unchanged by it: the register layouts at these sizes.
+  EXPECT_EQ(plan_backward(4096, 8).layout, BwdLayout::kRegisters);
+  EXPECT_EQ(plan_backward(7168, 8).layout, BwdLayout::kRegisters);
+}
+
 TEST(Planner, LongRowsArePipelinedOnAClusterAndTheTunerTimesTheAlternatives) {
   for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
     const int nvec = (hidden + 7) / 8;

@@ -231,7 +231,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BwdPipelinedCase{2048, 2, 64, 2, DType::kFloat16}, BwdPipelinedCase{8192, 16, 32, 2, DType::kBFloat16},
                       BwdPipelinedCase{16000, 4, 128, 4, DType::kBFloat16}, BwdPipelinedCase{8192, 8, 128, 2, DType::kFloat32},
                       BwdPipelinedCase{24576, 4, 384, 4, DType::kFloat32}, BwdPipelinedCase{40000, 8, 160, 4, DType::kFloat16},
-                      BwdPipelinedCase{32768, 4, 512, 2, DType::kBFloat16}, BwdPipelinedCase{262144, 16, 512, 4, DType::kBFloat16}),
+                      BwdPipelinedCase{32768, 4, 512, 2, DType::kBFloat16}, BwdPipelinedCase{262144, 16, 512, 4, DType::kBFloat16},
+                      // One CTA at mid rows, as the tuner's candidates from 128 vectors up: three
+                      // warps over 129 vectors; fp32 with 4 vectors per thread.
+                      BwdPipelinedCase{1032, 1, 96, 2, DType::kBFloat16}, BwdPipelinedCase{4096, 1, 256, 4, DType::kFloat32}),
     [](const ::testing::TestParamInfo<BwdPipelinedCase>& i) {
       const BwdPipelinedCase& k = i.param;
       return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t));
