@@ -323,8 +323,10 @@ TEST(Planner, TheTunerTimesThePipelinedBackwardOnOneCtaFromMidRows) {
   EXPECT_TRUE(has(7168, 8, 224, 4));
   EXPECT_TRUE(has(1032, 8, 96, 2));    // 129 vectors: three warps
   EXPECT_TRUE(has(4096, 4, 256, 4));   // fp32
-  EXPECT_TRUE(has(16384, 4, 1024, 4));
-  EXPECT_FALSE(has(16384, 4, 2048, 2));  // more threads than a CTA has
+  EXPECT_TRUE(has(8192, 4, 512, 4));
+  EXPECT_TRUE(has(16384, 8, 512, 4));
+  EXPECT_FALSE(has(16384, 8, 1024, 2));  // more threads than a CTA has (kMaxCtaThreads)
+  EXPECT_FALSE(has(16384, 4, 1024, 4));
   for (int g : {32, 64, 128}) {
     EXPECT_FALSE(has(1000, 8, g, 2)) << g;  // 125 vectors
   }

@@ -326,7 +326,8 @@ std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp, int
   // Pipelined on one CTA from 128 vectors (1024 bf16 elements) up, as many threads as the row
   // needs: the next rows' x and dz wait in shared memory rather than in more resident CTAs, so
   // there are fewer programs per SM than with the register layouts, and fewer fp32 partial
-  // rows of dgamma for the finalize to read.
+  // rows of dgamma for the finalize to read (slices of at most 4 x kMaxCtaThreads vectors, as
+  // above: two stages of x and dz in 128 KiB).
   for (int n : {2, 4}) {
     const BwdPlan plan = bwd_pipelined(1, threads_per_row_for(nvec, n, warp), n);
     if (nvec >= 128 && plan_fits(plan, hidden, vec) && std::find(out.begin(), out.end(), plan) == out.end()) {
