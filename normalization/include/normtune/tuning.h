@@ -241,8 +241,9 @@ bool plan_fits(const BwdPlan& plan, int hidden_size, int vector_elements, bool c
 // vectors also get the streaming layout.
 std::vector<FwdPlan> forward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
                                              int max_cluster = 1);
-// Backward: the registers layouts, the column tiles, and for rows of 1024 vectors and more
-// the pipelined layouts on 1..max_cluster CTAs.
+// Backward: the registers layouts, the column tiles, for rows of 1024 vectors and more the
+// pipelined layouts on 1..max_cluster CTAs, and from 128 vectors the pipelined layout on one
+// CTA with the threads the row needs.
 std::vector<BwdPlan> backward_plan_candidates(int hidden_size, int vector_elements, int warp_size,
                                               int max_cluster = 1);
 

@@ -77,10 +77,11 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     const size_t limit = prepare_cluster_smem_kernel<kernel>();
     g.threads = plan.threads_per_row;
     g.cluster = plan.ctas_per_row;
-    // As many stages (up to kMaxPipelineStages) as fit the budget, at least two.
+    // As many stages (up to kMaxPipelineStages) as fit the budget and the device, at least two
+    // (the planner keeps to plans whose two stages fit: pipelined_backward_min_smem).
     const int slice = plan.vecs_per_thread * plan.threads_per_row;
-    g.stages = static_cast<int>(
-        std::clamp<size_t>(kBwdPipelinedSmemBudget / Ring::stage_bytes(slice), 2, kMaxPipelineStages));
+    g.stages = static_cast<int>(std::clamp<size_t>(std::min(kBwdPipelinedSmemBudget, limit) / Ring::stage_bytes(slice), 2,
+                                                   kMaxPipelineStages));
     g.smem = g.stages * Ring::stage_bytes(slice);
     NORMTUNE_CHECK(g.smem <= limit, "backward plan ", config_string(plan), ": ", g.smem,
                    " bytes of shared memory per CTA, the device allows ", limit);

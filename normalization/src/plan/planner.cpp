@@ -300,7 +300,7 @@ bool plan_fits(const BwdPlan& p, int hidden, int vec, bool clusters) {
 }
 
 // Backward layouts: 1, 2 or 4 vectors of x and dz per thread, every rows-per-CTA count up
-// to kMaxCtaThreads threads, and the long-row (column-tiled) path.
+// to kMaxCtaThreads threads, the long-row (column-tiled) path, and the pipelined ones below.
 std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp, int max_cluster) {
   std::vector<BwdPlan> out{BwdPlan{.layout = BwdLayout::kColumns}};
   const int nvec = ceil_div(hidden, vec);
