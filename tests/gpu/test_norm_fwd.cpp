@@ -937,12 +937,13 @@ struct MxCase {
   bool swizzled;
   bool zero_centered;
   bool in_place = false;  // fused add: residual_out is residual
+  int sms = 0;            // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
 
   std::string describe(bool columnwise) const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
                           hidden, " ", dtype_name(t), " -> mxfp8 ", dtype_name(o),
                           columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
-                          in_place ? " in place" : "");
+                          in_place ? " in place" : "", sms ? detail::concat(" on ", sms, " SMs") : std::string());
   }
 };
 struct MxRun {
@@ -987,11 +988,11 @@ MxRun run_mx(const MxCase& k, bool columnwise, uint32_t seed) {
   nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
   call_with_workspace([&](NVTETensor ws) {
     if (k.add) {
-      normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+      normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, k.sms, k.zero_centered, nullptr);
     } else if (ln) {
-      nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+      nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, k.sms, k.zero_centered, nullptr);
     } else {
-      nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+      nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, k.sms, k.zero_centered, nullptr);
     }
   });
   r.kernel = last_kernel();
@@ -1062,10 +1063,10 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwise) {
 // 128)] tensor, compact or swizzled as the transpose's row-wise scales. The last column block
 // of a row count that is not a multiple of 32 covers the rows that exist. Both checked
 // against the fp64 reference (check_mx_block), both scale tensors' padding left as it was,
-// every element of both outputs written. Row counts from 1 to 300, hidden sizes with a partial
-// last chunk, tiles on clusters of 1 to 16 CTAs (kernels/norm_fwd_mx_cluster.cuh) and rows
-// too long for that (norm_fwd_mx_tile.cuh, columns split over several CTAs when rows are
-// few), the fused add in place.
+// every element of both outputs written. Row counts from 1 to 1000, hidden sizes with a
+// partial last chunk, tiles on clusters of 1 to 16 CTAs (kernels/norm_fwd_mx_cluster.cuh),
+// several tiles per CTA of narrow rows, and rows too long for a cluster (norm_fwd_mx_tile.cuh,
+// columns split over several CTAs when rows are few), the fused add in place.
 TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
   const DType e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
   const DType bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
@@ -1084,7 +1085,12 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
                           // cluster's shared memory (the streamed tile kernel), plain and in place.
                           MxCase{NormType::kRMSNorm, true, bf, e4, 45, 32768, false, false},
                           MxCase{NormType::kLayerNorm, false, bf, e4, 40, 65536, true, false},
-                          MxCase{NormType::kRMSNorm, true, bf, e4, 33, 65536, false, false, true}}) {
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 33, 65536, false, false, true},
+                          // Narrow rows on one SM's worth of CTAs: several tiles per CTA (the
+                          // last CTA's partly or wholly past the last row).
+                          MxCase{NormType::kLayerNorm, false, hf, e5, 1000, 128, false, true, false, 1},
+                          MxCase{NormType::kRMSNorm, true, bf, e4, 700, 256, true, false, true, 1},
+                          MxCase{NormType::kRMSNorm, false, f32, e4, 520, 96, true, false, false, 1}}) {
     SCOPED_TRACE(k.describe(true));
     const MxRun r = run_mx(k, true, 31);
     EXPECT_FALSE(r.kernel.tuned) << "column-wise output takes the general kernel";
@@ -1183,6 +1189,7 @@ struct BlockCase {
   size_t nan_row = SIZE_MAX;  // a row whose x holds a NaN (its outputs are NaN)
   bool columnwise = false;    // NVFP4: column-wise data too (the transpose)
   bool own_col_amax = false;  // with a column-wise global amax of its own (twice the row-wise one; 1 without one)
+  int sms = 0;                // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
 
   std::string describe() const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
@@ -1190,7 +1197,7 @@ struct BlockCase {
                           columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
                           zero_centered ? " zero-centered" : "",
                           amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "",
-                          own_col_amax ? " column-wise amax 2x" : "",
+                          own_col_amax ? " column-wise amax 2x" : "", sms ? detail::concat(" on ", sms, " SMs") : std::string(),
                           nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string());
   }
 };
@@ -1282,11 +1289,11 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
     nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
     call_with_workspace([&](NVTETensor ws) {
       if (k.add) {
-        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, 0, k.zero_centered, nullptr);
+        normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, k.sms, k.zero_centered, nullptr);
       } else if (ln) {
-        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, k.zero_centered, nullptr);
+        nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, k.sms, k.zero_centered, nullptr);
       } else {
-        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, k.zero_centered, nullptr);
+        nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, k.sms, k.zero_centered, nullptr);
       }
     });
     nvte_destroy_tensor(tz);
@@ -1524,7 +1531,18 @@ TEST_F(NormFwdGpu, Nvfp4OutputRowwiseAndColumnwise) {
                              both({NormType::kRMSNorm, false, bf, f4, nv, 48, 1040, true, false, A::kFromData}, true),
                              both({NormType::kLayerNorm, false, f32, f4, nv, 80, 2064, false, false, A::kFromData}),
                              both({NormType::kRMSNorm, false, bf, f4, nv, 16, 65552, true, false, A::kFromData}),
-                             both(nan_case)}) {
+                             both(nan_case),
+                             // Narrow rows, several tiles per CTA (multiprocessorCount 1).
+                             [&] {
+                               BlockCase k = both({NormType::kRMSNorm, false, bf, f4, nv, 1008, 128, true, false, A::kFromData});
+                               k.sms = 1;
+                               return k;
+                             }(),
+                             [&] {
+                               BlockCase k = both({NormType::kLayerNorm, false, hf, f4, nv, 496, 256, false, false, A::kFromData}, true);
+                               k.sms = 1;
+                               return k;
+                             }()}) {
     SCOPED_TRACE(k.describe());
     const BlockRun r = run_block(k, 97);
     EXPECT_FALSE(r.kernel.tuned) << "column-wise output takes the general kernel";

@@ -85,12 +85,18 @@ struct BwdMath {
   }
   // The same with y(x) given (computed once for these terms and the dgamma partial).
   __device__ __forceinline__ void add_terms_of_y(float yx, float dz, float g, Floats<Traits::kOutputs>& s) const {
-    const float d = dy(dz, g);
+    add_terms_of_dy(yx, dy(dz, g), s);
+  }
+  // The same with dy given as well.
+  __device__ __forceinline__ void add_terms_of_dy(float yx, float d, Floats<Traits::kOutputs>& s) const {
     s.v[0] += d * yx;
     if constexpr (!Traits::kRmsNorm) s.v[1] += d;
   }
   __device__ __forceinline__ float dx(float x, float dz, float g, float c1, float c2) const {
-    return rsigma * (dy(dz, g) - c2 - y(x) * c1);
+    return dx_of_dy(x, dy(dz, g), c1, c2);
+  }
+  __device__ __forceinline__ float dx_of_dy(float x, float d, float c1, float c2) const {
+    return rsigma * (d - c2 - y(x) * c1);
   }
 };
 
@@ -128,6 +134,24 @@ __device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const 
     if constexpr (Traits::kAddGrad) d[k] += af[k];
   }
   store_floats(d, static_cast<I*>(p.dx) + off);  // (16-bit dx: two per conversion, stored as words)
+}
+
+// The same from dy = dz * gamma held in registers (the pipelined kernel's short slices).
+template <typename Traits, int kVec>
+__device__ __forceinline__ void store_dx_of_dy(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+                                               const Vec<typename Traits::Input, kVec>& x, const float (&dyf)[kVec],
+                                               float c1, float c2, const Vec<typename Traits::Input, kVec>& a) {
+  using I = typename Traits::Input;
+  float xf[kVec], d[kVec];
+  unpack_floats(x, xf);
+  [[maybe_unused]] float af[kVec];
+  if constexpr (Traits::kAddGrad) unpack_floats(a, af);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    d[k] = m.dx_of_dy(xf[k], dyf[k], c1, c2);
+    if constexpr (Traits::kAddGrad) d[k] += af[k];
+  }
+  store_floats(d, static_cast<I*>(p.dx) + off);
 }
 
 // The same, loading the added gradient here.

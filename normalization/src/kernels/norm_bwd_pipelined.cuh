@@ -82,6 +82,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
     if (vec_of(i) < nvec) g[i].load(gamma + static_cast<int64_t>(vec_of(i)) * kVec);
   }
 
+  // Up to 16 elements per thread, dy = dz * gamma stays in registers from the row terms to dx,
+  // which then reads only x back from the ring.
+  constexpr bool kHoldDy = N * kVec <= 16;
+  [[maybe_unused]] float dy_r[kHoldDy ? N : 1][kVec];
+
   // The row's statistics are loaded a row ahead, and the added gradient's slice before the
   // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
   BwdMath<Traits> m_next{};
@@ -112,7 +117,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           yf[k] = m.y(xf[k]);
-          m.add_terms_of_y(yf[k], dzf[k], gf[k], part);
+          const float d = m.dy(dzf[k], gf[k]);
+          if constexpr (kHoldDy) dy_r[i][k] = d;
+          m.add_terms_of_dy(yf[k], d, part);
         }
         acc[i].add_of_y(yf, dzf);
       }
@@ -125,8 +132,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
     for (int i = 0; i < N; ++i) {
       const int v = vec_of(i);
       if (v < nvec) {
-        store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, xs[i * G + t],
-                               xs[slice + i * G + t], g[i], c1, c2, a[i]);
+        const int64_t off = row * hidden + static_cast<int64_t>(v) * kVec;
+        if constexpr (kHoldDy) {
+          store_dx_of_dy<Traits, kVec>(p, off, m, xs[i * G + t], dy_r[i], c1, c2, a[i]);
+        } else {
+          store_dx<Traits, kVec>(p, off, m, xs[i * G + t], xs[slice + i * G + t], g[i], c1, c2, a[i]);
+        }
       }
     }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.

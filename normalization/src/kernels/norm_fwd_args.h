@@ -43,6 +43,7 @@ struct FwdParams {
                             // column-wise tile on chip: vectors of the CTA's slice per row)
   bool stage_weights = false;  // staged layout: gamma (and beta) copied to shared memory with x
   int stages = 2;              // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
+  int tiles_per_cta = 1;       // column-wise tile on chip, one CTA per row: tiles of 32 rows per CTA
 };
 
 struct FwdArgs {

@@ -2,16 +2,19 @@
 //
 // A tile is 32 rows (one MXFP8 column block's height, two of NVFP4's). Its columns are split
 // over a cluster of C CTAs (p.ctas_per_row; C = 1 without clusters) in whole row blocks (32
-// columns; NVFP4: 16): CTA `rank` holds
-// rows [row0, row0 + 32) x its slice of p.vecs_per_thread vectors per row in dynamic shared
-// memory, so that every row block and every column block of its slice is local.
+// columns; NVFP4: 16): CTA `rank` holds rows [row0, row0 + 32) x its slice of
+// p.vecs_per_thread vectors per row in dynamic shared memory, so that every row block and
+// every column block of its slice is local. Rows short enough for one CTA may give a CTA
+// T = p.tiles_per_cta tiles (rows [row0, row0 + 32T)), so that its eight warps have strips
+// to take in the output stage.
 //   1. Load: the slice into shared memory (cp.async; the fused add adds x and residual in
 //      fp32, rounds to x's type, writes residual_out and keeps the sum).
-//   2. Statistics: warp w takes rows 4w..4w+3 of the slice; per row the slice's partial
+//   2. Statistics: warp w takes rows 4Tw..4Tw+4T-1 of the slice; per row the slice's partial
 //      (RMSNorm: sum x^2; LayerNorm: count, mean and M2 about the slice's own mean, two
 //      passes over shared memory), pushed into slot [rank] of every CTA of the cluster. One
 //      cluster barrier; then each CTA merges the C partials of a row in rank order (the same
-//      bits in every CTA) into mu and rsigma; rank 0 writes them out.
+//      bits in every CTA) into mu and rsigma; rank 0 writes them out. (One CTA: the partial
+//      is the row's statistics.)
 //   3. Output: both outputs of the slice from shared memory (mx_tile_output).
 // A CTA's remote stores all come before its arrival on the one cluster barrier and every CTA
 // waits on it before going on, so no CTA leaves while another still writes into it.
@@ -53,8 +56,9 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   const int v_begin = min(nvec, rank * sv);
   const int v_end = min(nvec, v_begin + sv);
   const int width = v_end - v_begin;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / C) * kMxBlock;
-  const int rows_here = static_cast<int>(p.rows - row0 < kMxBlock ? p.rows - row0 : kMxBlock);
+  const int T = p.tiles_per_cta;  // (1 on a cluster)
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x / C) * kMxBlock * T;
+  const int rows_here = static_cast<int>(p.rows - row0 < kMxBlock * T ? p.rows - row0 : kMxBlock * T);
   const int lane = static_cast<int>(threadIdx.x) % kMxTileLanes;
   const int group = static_cast<int>(threadIdx.x) / kMxTileLanes;
 
@@ -108,8 +112,8 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
 
   // 2. Each row's partial over the slice, to every CTA of the cluster; then the rows' totals.
 #pragma unroll 1
-  for (int j = 0; j < R; ++j) {
-    const int local = group * R + j;
+  for (int j = 0; j < R * T; ++j) {
+    const int local = group * R * T + j;
     Floats<K> part{};
     if (local < rows_here) {
       const VI* in = slice + local * sv;
@@ -134,7 +138,11 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
         part = {{n, mean, group_reduce(Floats<1>{{m2}}, AddOp{}, kMxTileLanes, 1, smem, phase).v[0]}};
       }
     }
-    if (C > 1 && j == 0) platform::cluster_wait_acquire();  // every CTA of the cluster has started
+    if (C == 1) {
+      if (lane == 0) mx_tile_set_stats<kRms>(p, s, local, row0 + local, part, true);
+      continue;
+    }
+    if (j == 0) platform::cluster_wait_acquire();  // every CTA of the cluster has started
     if (lane < C) {
       float* slot = platform::cluster_map_shared(&parts[rank][local][0], lane);
 #pragma unroll
@@ -147,7 +155,7 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   } else {
     __syncthreads();
   }
-  if (threadIdx.x < kMxBlock) {
+  if (C > 1 && threadIdx.x < kMxBlock) {
     const int local = static_cast<int>(threadIdx.x);
     Floats<K> total;
 #pragma unroll
@@ -167,7 +175,9 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   __syncthreads();
 
   // 3. Both outputs of the slice.
-  mx_tile_output<Traits>(p, row0, v_begin, v_end, s, [&](int local, int v) { return slice[local * sv + v - v_begin]; });
+  mx_tile_output<Traits>(p, row0, T, v_begin, v_end, s,
+                         reinterpret_cast<const I*>(slice) - static_cast<int64_t>(v_begin) * kVec,
+                         static_cast<int64_t>(sv) * kVec);
   platform::allow_dependent_grid();
 }
 

@@ -19,20 +19,18 @@
 //   its vectors in runs of kMxRun (loads in flight together) merged into a running total, so
 //   that no fp32 sum runs over more than a run (LayerNorm's mean of long rows stays exact to
 //   a few ulp).
-// The output stage: the columns in chunks of 32 vectors. Lane l of group w holds vector l of
-// the chunk for rows 4w..4w+3. A row block is (block / kVec) adjacent lanes (shuffles); a
-// column block is the 32 rows of the tile (MXFP8), or each half of them (NVFP4: groups 0-3
-// and 4-7), combined over its groups through shared memory. Rows past the last one count as
-// absent: they enter no block's max and are not written, so the last tile's column blocks
-// cover the rows that exist (NVFP4: rows are a multiple of 16, a half is there or not).
+// The output stage (mx_tile_output): warp-local strips of 32 rows x 16 vectors, a column of
+// 16 rows per lane, each value computed twice (row-wise, then column-wise output), no CTA barrier. Rows
+// past the last one count as absent: they enter no block's max and are not written, so the
+// last tile's column blocks cover the rows that exist (NVFP4: rows are a multiple of 16, a
+// half is there or not).
 // Both outputs are scaled and rounded exactly as the row-wise kernels do (block_quant.cuh):
 //   MXFP8: E = e8m0(amax / fp8_max) rounded up, codes = fp8(value * 2^(127 - E)), NaN
 //     ignored by amax; the column-wise data [rows, hidden] as the row-wise.
 //   NVFP4: an E4M3 scale per block from its amax and the encode scale (the row-wise global
 //     amax for rows, the column-wise one for columns), e2m1 codes; the column-wise data is
-//     the transpose [hidden, rows] (block_scale.h): a thread packs its 4 rows of a column
-//     into 16 bits, the chunk's packed codes go through shared memory, and each column's
-//     16 rows leave as one 8-byte store.
+//     the transpose [hidden, rows] (block_scale.h): a lane packs a column's 16 rows of a
+//     block into 8 bytes, one store.
 // (The row statistics are summed in another order than the row-wise-only kernel's, so a
 // row-wise code may differ in its last bit depending on whether column-wise data is asked
 // for; each is within the reference's rounding.)
@@ -45,7 +43,8 @@
 namespace normtune {
 
 inline constexpr int kMxTileThreads = 256;
-inline constexpr int kMxTileLanes = 32;                               // vectors of a chunk
+inline constexpr int kMxTileLanes = 32;                               // lanes of a warp
+inline constexpr int kMxStripVecs = 16;                               // vectors of an output strip
 inline constexpr int kMxTileGroups = kMxTileThreads / kMxTileLanes;   // 8
 inline constexpr int kMxTileRowsPerGroup = kMxBlock / kMxTileGroups;  // 4
 inline constexpr int kMxRun = 8;                                      // vectors per partial sum
@@ -58,25 +57,19 @@ struct MxTileFormat {
   static constexpr bool kNvfp4 = kMode == ScalingMode::kNvfp4_1D;
   static constexpr int kBlock = block_elements(kMode);                  // a row block's elements, a column block's rows
   static constexpr int kColBlocks = kMxBlock / kBlock;                  // column blocks of a tile's column: 1 or 2
-  static constexpr int kGroupsPerColBlock = kBlock / kMxTileRowsPerGroup;  // 8 or 4
   static constexpr int kVec = 16 / sizeof(typename Traits::Input);
-  static constexpr int kChunkCols = kMxTileLanes * kVec;
 };
 
-// What the output stage reads and writes in shared memory: the tile's row statistics, each
-// group's column maxima of a chunk and the chunk's column multipliers (lane-minor: no bank
-// conflicts); NVFP4: the multipliers of every E4M3 scale code for the row-wise and the
-// column-wise encode scales (BlockQuantizer's table), and the chunk's column-wise codes,
-// [group][column], 4 rows' codes each.
+// What the output stage reads in shared memory: the row statistics of up to kMxMaxTiles
+// tiles; NVFP4: the multipliers of every E4M3 scale code for the row-wise and the column-wise
+// encode scales (BlockQuantizer's table).
+inline constexpr int kMxMaxTiles = 8;
 template <typename Traits>
 struct MxTileSmem {
   using F = MxTileFormat<Traits>;
   static constexpr int kTable = F::kNvfp4 ? kNvfp4ScaleCodes : 1;
-  float row_mean[kMxBlock], row_rsigma[kMxBlock];
-  float col_max[kMxTileGroups][F::kVec][kMxTileLanes];
-  float col_inv[F::kColBlocks][F::kVec][kMxTileLanes];
+  float row_mean[kMxMaxTiles * kMxBlock], row_rsigma[kMxMaxTiles * kMxBlock];
   float row_table[kTable], col_table[kTable];
-  alignas(16) uint16_t codes[F::kNvfp4 ? kMxTileGroups : 1][F::kNvfp4 ? F::kChunkCols : 1];
 };
 
 // NVFP4: the tables (every thread of the CTA, after wait_for_prior_grid: they read the global
@@ -105,17 +98,28 @@ __device__ __forceinline__ void mx_tile_set_stats(const FwdParams& p, Smem& s, i
   }
 }
 
-// Both outputs of the tile's rows [row0, row0 + 32) over the row's vectors [v_begin, v_end)
-// (both at row-block boundaries), from the statistics in `s`; fetch(local_row, v) gives the
-// input vector (x, or the sum of the fused add). Every thread of the CTA calls it.
-// Per chunk, what is per column or per block is computed once: gamma (+ the zero-centered
-// shift) per column, a row block's scale by each of its lanes, a column block's scale by one
-// group (task q = column block b, element k of the lanes' vectors, taken by group q % 8) and
-// shared through shared memory; the scale offsets of a group's rows are one offset plus a
-// stride.
-template <typename Traits, typename Fetch>
-__device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0, int v_begin, int v_end,
-                                               MxTileSmem<Traits>& s, Fetch fetch) {
+// Both outputs of `tiles` tiles of 32 rows from row0 on (rows past the last one absent) over
+// the rows' vectors [v_begin, v_end) (both at row-block boundaries), from the statistics in
+// `s` (row t * 32 + r of the call at index t * 32 + r); the input (x, or the sum of the fused
+// add) of row `local` of the call at in + local * stride elements, vector v of it kVec * v
+// elements on (in shared or global memory). Every warp of the CTA calls it, and no CTA
+// barrier is inside: warp w takes the strips w, w + 8, ... of 32 rows x kMxStripVecs vectors
+// (tile, chunk of the vectors); lane l = 16h + j holds vector j of the strip for the 16 rows
+// of half h, so that a row block is (block / kVec) adjacent lanes (shuffles) and a column
+// block one lane's rows (NVFP4: 16) or a lane's and the lane 16 away's (MXFP8: 32).
+//   Pass 1, row by row: the values, the row block's max and scale, its codes; the column
+//     maxima in registers.
+//   Then each column block's scale and multiplier (kVec per lane).
+//   Pass 2, the values again (fetched again: a shared-memory read in the kernel that holds
+//     the tile), the column-wise codes: MXFP8 a row of them per lane and row (z's layout);
+//     NVFP4 (the transpose) a column's 16 rows gathered in two 32-bit words, four rows at a
+//     time, then one 8-byte store per column.
+// Addresses step by a row's stride from the strip's first row (no 64-bit product per row).
+template <typename Traits>
+__device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0, int tiles, int v_begin, int v_end,
+                                               const MxTileSmem<Traits>& s, const typename Traits::Input* in,
+                                               int64_t stride) {
+  using I = typename Traits::Input;
   using W = typename Traits::Weight;
   using O = typename Traits::Output;
   using F = MxTileFormat<Traits>;
@@ -123,22 +127,34 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
   constexpr bool kRms = Traits::kRmsNorm;
   constexpr int kVec = F::kVec;
   constexpr int kGroup = F::kBlock / kVec;  // lanes per row block
-  constexpr int R = kMxTileRowsPerGroup;
+  constexpr int kHalf = kMxBlock / 2;       // rows of a lane
+  static_assert(kGroup <= kMxStripVecs && kMxStripVecs * 2 == kMxTileLanes, "a row block within a half-warp");
   using VW = Vec<W, kVec>;
+  using VI = Vec<I, kVec>;
   const int64_t hidden = p.hidden;
   const int lane = static_cast<int>(threadIdx.x) % kMxTileLanes;
-  const int group = static_cast<int>(threadIdx.x) / kMxTileLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kMxTileLanes;
+  const int j = lane % kMxStripVecs, h = lane / kMxStripVecs;
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const Quant quant(p, s.row_table);
   const Quant col_quant(p.colwise_global_amax, s.col_table);  // (MXFP8: no global amax)
   // The next row's scale (the same 32-row group of the swizzled layout).
   const int64_t row_step = p.swizzled_scales ? 16 : block_scale_cols(F::kMode, p.rows, hidden);
+  const int chunks = (v_end - v_begin + kMxStripVecs - 1) / kMxStripVecs;
 #pragma unroll 1
-  for (int v0 = v_begin; v0 < v_end; v0 += kMxTileLanes) {
-    const int v = v0 + lane;
+  for (int strip = warp; strip < tiles * chunks; strip += kMxTileGroups) {
+    const int t = strip / chunks;
+    const int v = v_begin + (strip - t * chunks) * kMxStripVecs + j;
+    const int64_t trow0 = row0 + int64_t{t} * kMxBlock;
+    const int nrows = static_cast<int>(p.rows - trow0 < kMxBlock ? p.rows - trow0 : kMxBlock);
+    if (nrows <= 0) break;  // (warp-uniform; later strips are later tiles)
     const bool col_ok = v < v_end;  // a whole row block is in or out
+    const int mine = min(max(nrows - h * kHalf, 0), kHalf);  // this lane's rows
+    const int first = t * kMxBlock + h * kHalf;                // its first, as the statistics count
     const int64_t col = static_cast<int64_t>(v) * kVec;
     float gs[kVec], bs[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) gs[k] = bs[k] = 0.f;
     if (col_ok) {
       VW g, b;
       g.load(static_cast<const W*>(p.gamma) + col);
@@ -149,115 +165,113 @@ __device__ __forceinline__ void mx_tile_output(const FwdParams& p, int64_t row0,
         bs[k] = kRms ? 0.f : to_float(b.v[k]);
       }
     }
-    const int64_t first_row = row0 + group * R;
-    const int64_t scale_at =
-        col_ok ? block_scale_offset(F::kMode, first_row, v / kGroup, p.rows, hidden, p.swizzled_scales) : 0;
-    float y[R][kVec];  // (rows past the last one: zeros, never written out)
+    // The values of this lane's row i (zeros where there is none).
+    const I* src = in + first * stride + col;
+    const float* means = s.row_mean + first;
+    const float* rsigmas = s.row_rsigma + first;
+    auto values = [&](int i, bool ok, float (&y)[kVec]) {
+      if (ok) {
+        float x[kVec];
+        VI xv;
+        xv.load(src + i * stride);
+        unpack_floats(xv, x);
+        const NormValue<kRms, false> norm(kRms ? 0.f : means[i], rsigmas[i]);  // (gs: shifted)
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] = norm(x[k], gs[k], bs[k]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] = 0.f;
+      }
+    };
+
+    // Pass 1: the row-wise output; the column maxima. Every lane runs every step (the
+    // shuffles); rows past the last one are zeros and not written.
+    uint8_t* scale = p.block_scales +
+                     (col_ok ? block_scale_offset(F::kMode, trow0 + h * kHalf, v / kGroup, p.rows, hidden, p.swizzled_scales) : 0);
+    int64_t elem = (trow0 + h * kHalf) * hidden + col;
     float cmax[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) cmax[k] = 0.f;
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const int local = group * R + j;
-      const int64_t row = first_row + j;
-      const bool ok = col_ok && row < p.rows;
+#pragma unroll 2
+    for (int i = 0; i < kHalf; ++i, elem += hidden, scale += row_step) {
+      const bool ok = col_ok && i < mine;
+      float y[kVec];
+      values(i, ok, y);
       float amax = 0.f;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) y[j][k] = 0.f;
-      if (ok) {
-        float x[kVec];
-        unpack_floats(fetch(local, v), x);
-        const NormValue<kRms, false> norm(kRms ? 0.f : s.row_mean[local], s.row_rsigma[local]);  // (gs: shifted)
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          y[j][k] = norm(x[k], gs[k], bs[k]);
-          const float a = fabsf(y[j][k]);
-          amax = fmaxf(amax, a);
-          cmax[k] = fmaxf(cmax[k], a);
-        }
+      for (int k = 0; k < kVec; ++k) {
+        const float a = fabsf(y[k]);
+        amax = fmaxf(amax, a);
+        cmax[k] = fmaxf(cmax[k], a);
       }
-      // Row-wise: the block's max over its kGroup lanes (every lane takes part).
 #pragma unroll
       for (int m = 1; m < kGroup; m *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, m));
-      const float mult = quant.block(p, amax, scale_at + j * row_step, ok && lane % kGroup == 0);
+      const float mult = quant.block(scale, amax, 0, ok && j % kGroup == 0);
       if (ok) {
-        float scaled[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) scaled[k] = y[j][k] * mult;
-        Quant::store_codes(scaled, p.z, row * hidden + col);
+        for (int k = 0; k < kVec; ++k) y[k] *= mult;
+        Quant::store_codes(y, p.z, elem);
       }
     }
-    // Column-wise: each column block's max over its groups (R rows each); task q = (block b,
-    // element k) turns it into the block's scale and multiplier.
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) s.col_max[group][k][lane] = cmax[k];
-    __syncthreads();
-    for (int q = group; q < F::kColBlocks * kVec; q += kMxTileGroups) {
-      const int b = q / kVec, k = q % kVec;
-      float m = s.col_max[b * F::kGroupsPerColBlock][k][lane];
-#pragma unroll
-      for (int w = 1; w < F::kGroupsPerColBlock; ++w) m = fmaxf(m, s.col_max[b * F::kGroupsPerColBlock + w][k][lane]);
-      const int64_t rb = row0 / F::kBlock + b;  // the column block's index down the column
-      const bool there = col_ok && rb * F::kBlock < p.rows;
-      const int64_t at = F::kNvfp4 ? nvfp4_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales)
-                                   : mx_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales);
-      s.col_inv[b][k][lane] = col_quant.block(p.colwise_block_scales, m, at, there);
-    }
-    __syncthreads();
+    // Each column block's scale (written once) and multiplier.
     float cinv[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) cinv[k] = s.col_inv[group / F::kGroupsPerColBlock][k][lane];
     if constexpr (F::kNvfp4) {
-      // The transpose: this thread's 4 rows of each of its columns as 16 bits (row 4w + j in
-      // nibble j), to shared memory in one vector store; then each (column, column block) of
-      // the chunk, 16 rows from 4 groups, leaves as 8 bytes (rows / 2 bytes per column of z).
-      uint32_t words[kVec / 2];
+      const int64_t rb = trow0 / F::kBlock + h;  // this half's column block
+      const bool there = col_ok && mine > 0;     // (NVFP4: rows are a multiple of 16)
 #pragma unroll
-      for (int k = 0; k < kVec; k += 2) {
-        float a[R], c[R];
-#pragma unroll
-        for (int j = 0; j < R; ++j) {
-          a[j] = y[j][k] * cinv[k];
-          c[j] = y[j][k + 1] * cinv[k + 1];
-        }
-        words[k / 2] = fp4e2m1_codes</*kCanonicalNan=*/true>(a) | (fp4e2m1_codes</*kCanonicalNan=*/true>(c) << 16);
+      for (int k = 0; k < kVec; ++k) {
+        const int64_t at = there ? nvfp4_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales) : 0;
+        cinv[k] = col_quant.block(p.colwise_block_scales, cmax[k], at, there);
       }
-      uint16_t* mine = &s.codes[group][lane * kVec];
-      if constexpr (kVec == 8) {
-        *reinterpret_cast<uint4*>(mine) = make_uint4(words[0], words[1], words[2], words[3]);
-      } else {
-        static_assert(kVec == 4, "4 or 8 elements per vector");
-        *reinterpret_cast<uint2*>(mine) = make_uint2(words[0], words[1]);
-      }
-      __syncthreads();
-      uint8_t* zc = static_cast<uint8_t*>(p.z_colwise);
-      const int64_t col_end = static_cast<int64_t>(v_end) * kVec, col_begin = static_cast<int64_t>(v0) * kVec;
-      const int64_t half_rows = p.rows / 2;  // bytes per column of z
-      for (int q = static_cast<int>(threadIdx.x); q < F::kColBlocks * F::kChunkCols; q += kMxTileThreads) {
-        const int cc = q % F::kChunkCols, b = q / F::kChunkCols;
-        const int64_t c = col_begin + cc, r = row0 + b * F::kBlock;
-        if (c >= col_end || r >= p.rows) continue;
-        const int g = b * F::kGroupsPerColBlock;
-        const uint2 w = make_uint2(s.codes[g][cc] | (static_cast<uint32_t>(s.codes[g + 1][cc]) << 16),
-                                   s.codes[g + 2][cc] | (static_cast<uint32_t>(s.codes[g + 3][cc]) << 16));
-        *reinterpret_cast<uint2*>(zc + c * half_rows + r / 2) = w;
-      }
-      // (The next chunk writes codes after its own second barrier, which every thread reaches
-      // only after the reads above.)
     } else {
-      O* zc = static_cast<O*>(p.z_colwise);
+      const int64_t rb = trow0 / F::kBlock;
+      const bool write = col_ok && h == 0;
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        const int64_t row = first_row + j;
-        if (!col_ok || row >= p.rows) continue;
-        float scaled[kVec];
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) scaled[k] = y[j][k] * cinv[k];
-        store_floats(scaled, zc + row * hidden + col);
+      for (int k = 0; k < kVec; ++k) {
+        cmax[k] = fmaxf(cmax[k], platform::shfl_xor(cmax[k], kMxStripVecs));  // both halves' rows
+        const int64_t at = write ? mx_colwise_scale_offset(rb, col + k, p.rows, hidden, p.swizzled_scales) : 0;
+        cinv[k] = col_quant.block(p.colwise_block_scales, cmax[k], at, write);
       }
     }
-    // (The next chunk writes col_max after this chunk's second barrier, which follows every
-    // read of it, and col_inv after its own first barrier, which follows every read above.)
+    // Pass 2: the column-wise output.
+    if (!col_ok || mine == 0) continue;
+    if constexpr (F::kNvfp4) {
+      uint32_t words[kVec][2];  // column k: rows 0-7 of the block, rows 8-15; row i in nibble i % 8
+#pragma unroll
+      for (int q = 0; q < kHalf / 4; ++q) {
+        float y[4][kVec];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) values(q * 4 + r, true, y[r]);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          float a[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a[r] = y[r][k] * cinv[k];
+          const uint32_t bits = fp4e2m1_codes</*kCanonicalNan=*/true>(a);
+          if (q % 2 == 0) {
+            words[k][q / 2] = bits;
+          } else {
+            words[k][q / 2] |= bits << 16;
+          }
+        }
+      }
+      const int64_t half_rows = p.rows / 2;  // bytes per column of z
+      uint8_t* zc = static_cast<uint8_t*>(p.z_colwise) + col * half_rows + (trow0 + h * kHalf) / 2;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k, zc += half_rows) {
+        *reinterpret_cast<uint2*>(zc) = make_uint2(words[k][0], words[k][1]);
+      }
+    } else {
+      O* zc = static_cast<O*>(p.z_colwise) + (trow0 + h * kHalf) * hidden + col;
+#pragma unroll 2
+      for (int i = 0; i < mine; ++i, zc += hidden) {
+        float y[kVec];
+        values(i, true, y);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] *= cinv[k];
+        store_floats(y, zc);
+      }
+    }
   }
 }
 
@@ -327,11 +341,8 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_tile_kernel(con
   const int per_split = (chunks + static_cast<int>(gridDim.y) - 1) / static_cast<int>(gridDim.y);
   const int v_begin = min(nvec, static_cast<int>(blockIdx.y) * per_split * kMxTileLanes);
   const int v_end = min(nvec, (static_cast<int>(blockIdx.y) + 1) * per_split * kMxTileLanes);
-  mx_tile_output<Traits>(p, row0, v_begin, v_end, s, [&](int local, int v) {
-    VI in;
-    reload_input<I, kVec, kAdd>(p, (row0 + local) * hidden + static_cast<int64_t>(v) * kVec, in);
-    return in;
-  });
+  mx_tile_output<Traits>(p, row0, 1, v_begin, v_end, s,
+                         static_cast<const I*>(kAdd ? p.residual_out : p.x) + row0 * hidden, hidden);
   platform::allow_dependent_grid();
 }
 

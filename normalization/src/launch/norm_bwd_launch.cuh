@@ -61,8 +61,10 @@ auto norm_bwd_main_kernel() {
   return kernel;
 }
 
-// Shared memory the pipelined layout fills with stages (as the forward's, kPipelinedSmemBudget).
-inline constexpr size_t kBwdPipelinedSmemBudget = 128 * 1024;
+// Shared memory the pipelined layout fills with stages, within the device's limit: one
+// 512-thread CTA per SM whatever its shared memory (registers), so the 64 KiB stages of 4
+// vectors x 512 threads get three.
+inline constexpr size_t kBwdPipelinedSmemBudget = 192 * 1024;
 
 template <typename Traits, typename Shape>
 BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {

@@ -149,9 +149,10 @@ bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStre
 
 // A block-scaled z with column-wise data (MXFP8, NVFP4), the tile on chip
 // (kernels/norm_fwd_mx_cluster.cuh): the fewest CTAs per cluster (up to kMaxCtasPerRow; 1
-// without clusters) whose slices of whole row blocks (32 columns; NVFP4: 16) fit kMxSliceBudget, or, when more are needed, shared memory up to the device's
-// limit. Returns false, launching nothing, when no cluster holds the tile (rows too long:
-// launch_fwd_mx_tile then).
+// without clusters) whose slices of whole row blocks (32 columns; NVFP4: 16) fit
+// kMxSliceBudget, or, when more are needed, shared memory up to the device's limit; one CTA
+// per row may take several tiles (p.tiles_per_cta). Returns false, launching nothing, when no
+// cluster holds the tile (rows too long: launch_fwd_mx_tile then).
 template <typename Traits>
 bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
   constexpr auto kernel = norm_fwd_mx_cluster_kernel<Traits>;
@@ -172,8 +173,22 @@ bool launch_fwd_mx_cluster(const FwdArgs& args, cudaStream_t stream) {
     p.ctas_per_row = ctas;
     p.vecs_per_thread = static_cast<int>(per * (kUnit / kVec));  // the slice's vectors per row
     const int64_t tiles = (p.rows + kMxBlock - 1) / kMxBlock;
-    NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(tiles * ctas), kMxTileThreads,
-                                         platform::LaunchOptions{.cluster = ctas, .smem = smem, .dependent = true},
+    // One CTA per row: as many tiles per CTA as give each warp a strip of the output stage,
+    // within the slice budget, while the grid still has two CTAs per resident one.
+    int64_t per_cta = 1;
+    if (ctas == 1) {
+      const int64_t strips = (p.vecs_per_thread + kMxStripVecs - 1) / kMxStripVecs;
+      const int64_t resident =
+          int64_t{std::max(args.sm_bound, 1)} * std::max(1, resident_ctas_per_sm<kernel>(kMxTileThreads, smem));
+      per_cta = std::min<int64_t>({kMxMaxTiles, std::max<int64_t>(1, kMxTileGroups / strips),
+                                   static_cast<int64_t>(std::max<size_t>(1, kMxSliceBudget / smem)),
+                                   std::max<int64_t>(1, tiles / (2 * resident))});
+    }
+    p.tiles_per_cta = static_cast<int>(per_cta);
+    const size_t bytes = smem * static_cast<size_t>(per_cta);
+    const int64_t grid = (tiles + per_cta - 1) / per_cta * ctas;
+    NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(grid), kMxTileThreads,
+                                         platform::LaunchOptions{.cluster = ctas, .smem = bytes, .dependent = true},
                                          stream, p));
     NORMTUNE_CHECK_LAUNCH();
     return true;
