@@ -12,6 +12,9 @@
 //     the workspace, [K][programs][row_stride] (K = 1: dgamma; K = 2: dgamma, dbeta);
 //  2. norm_bwd_finalize_kernel sums the partial rows of each column in a fixed order and
 //     writes dgamma/dbeta in gamma's dtype.
+// With one program (a single row, or a grid bounded to one CTA or cluster) the main kernel
+// writes dgamma/dbeta itself (p.direct_grads; as the finalize would round them: 0 + partial)
+// and no finalize kernel is launched: one kernel per call, what decode-sized calls need.
 // The same multiprocessorCount gives the same programs, hence the same bits, on every run.
 //
 // Kernels:
@@ -196,8 +199,16 @@ struct GradAccum {
       if constexpr (kCount > 1) v[1][k] += dzf[k];
     }
   }
-  // Writes output o's kVec columns starting at `col` of partial row `program`.
+  // Writes output o's kVec columns starting at `col` of partial row `program` (with one
+  // program and p.direct_grads: of dgamma / dbeta itself).
   __device__ __forceinline__ void store(const BwdParams& p, int o, int64_t program, int col) const {
+    if (p.direct_grads) {
+      using W = typename Traits::Weight;
+      W* out = static_cast<W*>(o == 0 ? p.dgamma : p.dbeta) + col;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) out[k] = from_float<W>(0.f + v[o][k]);
+      return;
+    }
     float* dst = p.partials + (static_cast<int64_t>(o) * p.programs + program) * p.row_stride + col;
     if constexpr (kVec % 4 == 0) {
       Vec<float, kVec> out;
@@ -445,7 +456,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
       if (col < hidden) {
         float sum = combine[o * rows_per_cta * width + c];
         for (int r = 1; r < rows_per_cta; ++r) sum += combine[(o * rows_per_cta + r) * width + c];
-        p.partials[(static_cast<int64_t>(o) * p.programs + blockIdx.x) * p.row_stride + col] = sum;
+        if (p.direct_grads) {
+          static_cast<W*>(o == 0 ? p.dgamma : p.dbeta)[col] = from_float<W>(0.f + sum);
+        } else {
+          p.partials[(static_cast<int64_t>(o) * p.programs + blockIdx.x) * p.row_stride + col] = sum;
+        }
       }
     }
     __syncthreads();
@@ -546,6 +561,11 @@ __global__ void __launch_bounds__(kBwdColumnThreads) norm_bwd_columns_kernel(con
 // Stage 2: out[col] = sum over programs q = 0, 1, ... of partials[o][q][col], in a fixed
 // order (slice s of the CTA sums q = s, s + kSlices, ...; then the slices in order).
 // blockIdx.y = o (0: dgamma, 1: dbeta). With no programs (no rows) it writes zeros.
+// The loads are issued kFinalizeBatch at a time before their sums (the same order): at small
+// hidden sizes only hidden / 32 CTAs run it, each slice walking ~programs / 16 partial rows
+// (66 at 65536x128 with 1056 programs), so its time is that many L2 round trips divided by
+// the loads in flight.
+inline constexpr int kFinalizeBatch = 16;
 template <typename W>
 __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_finalize_kernel(const BwdParams p) {
   constexpr int kSlices = kMaxCtaThreads / kWarp;
@@ -558,8 +578,17 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_finalize_kernel(const
   float s = 0.f;
   if (col < p.hidden) {
     const float* src = p.partials + static_cast<int64_t>(o) * p.programs * p.row_stride + col;
-#pragma unroll 4
-    for (int q = slice; q < p.programs; q += kSlices) s += src[static_cast<int64_t>(q) * p.row_stride];
+    const int64_t step = static_cast<int64_t>(kSlices) * p.row_stride;
+    int q = slice;
+    for (; q + (kFinalizeBatch - 1) * kSlices < p.programs; q += kFinalizeBatch * kSlices) {
+      const float* at = src + static_cast<int64_t>(q) * p.row_stride;
+      float v[kFinalizeBatch];
+#pragma unroll
+      for (int b = 0; b < kFinalizeBatch; ++b) v[b] = at[b * step];
+#pragma unroll
+      for (int b = 0; b < kFinalizeBatch; ++b) s += v[b];
+    }
+    for (; q < p.programs; q += kSlices) s += src[static_cast<int64_t>(q) * p.row_stride];
   }
   parts[slice][lane] = s;
   __syncthreads();

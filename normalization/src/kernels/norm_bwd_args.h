@@ -29,6 +29,10 @@ struct BwdParams {
   int64_t rows_per_program = 0;  // long rows: rows each column-tile CTA walks
   int ctas_per_row = 1;          // pipelined layout: CTAs sharing a row (a cluster when > 1)
   int stages = 2;                // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
+  int partial_cluster = 1;       // pipelined layout, one CTA per row: CTAs (a cluster when > 1) whose
+                                 // partials are summed on chip into one partial row
+  bool direct_grads = false;     // one program (register or pipelined layout): it writes dgamma and
+                                 // dbeta in gamma's type itself, and no finalize kernel runs
 };
 
 struct BwdArgs {

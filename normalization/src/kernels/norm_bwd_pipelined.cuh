@@ -15,8 +15,12 @@
 // once); the dgamma (and dbeta) partials of the CTA's columns stay in registers over all its
 // rows, and at the end each CTA writes its columns of partial row k (program k = the
 // cluster): every (program, column) written exactly once, summed by norm_bwd_finalize_kernel
-// in a fixed order. The clusters, hence the programs and the bits, follow from
-// multiprocessorCount as in the other layouts.
+// in a fixed order. With one CTA per row (C = 1), P = p.partial_cluster CTAs of a cluster
+// (each walking its own rows over every column) first sum their partials on chip, in rank
+// order through distributed shared memory, and write one partial row between them: P times
+// fewer fp32 partial rows to write and for the finalize to read (at 4096x4096, 264 rows of
+// 16 KiB per output were about 9% of the bytes of x, dz and dx). The clusters, hence the
+// programs and the bits, follow from multiprocessorCount as in the other layouts.
 // In place (dx over dz): a row's dz is copied on chip before its dx is written, and the rows
 // in flight are other rows.
 #pragma once
@@ -29,6 +33,58 @@ namespace normtune {
 // The ring: per stage the CTA's slice of x, then of dz.
 template <typename Traits, typename Shape>
 using BwdRing = SliceRing<Vec<typename Traits::Input, Shape::kVec>, Shape::kN, 2>;
+
+// The dgamma (and dbeta) partials of the P CTAs of this cluster, each over every column of
+// the rows it walked, summed in rank order into partial row `partial_row`: each CTA stages its
+// K x hidden floats in `scratch` (its own shared memory, free: the ring has drained), and CTA
+// r sums and writes the r-th of P column ranges. Every thread of every CTA of the cluster
+// calls it; no CTA leaves while another may still read its shared memory.
+template <typename Traits, int kVec, int N>
+__device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const GradAccum<Traits, kVec> (&acc)[N],
+                                                     float* scratch, int G, int nvec, int P, int64_t partial_row) {
+  constexpr int K = Traits::kOutputs;
+  static_assert(kVec % 4 == 0, "partials staged and summed four floats at a time");
+  const int hidden = nvec * kVec;
+  const int t = static_cast<int>(threadIdx.x);
+  __syncthreads();  // every thread's last reads of the ring are done
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int v = i * G + t;
+    if (v < nvec) {
+#pragma unroll
+      for (int o = 0; o < K; ++o) {
+#pragma unroll
+        for (int k = 0; k < kVec; k += 4) {
+          *reinterpret_cast<float4*>(scratch + o * hidden + v * kVec + k) =
+              make_float4(acc[i].v[o][k], acc[i].v[o][k + 1], acc[i].v[o][k + 2], acc[i].v[o][k + 3]);
+        }
+      }
+    }
+  }
+  platform::cluster_arrive_release();
+  platform::cluster_wait_acquire();  // every CTA's partials are staged
+  const int rank = platform::cluster_rank();
+  const int quads = hidden / 4;
+  const int per_rank = (quads + P - 1) / P;
+  const int q_end = min(quads, (rank + 1) * per_rank);
+  for (int q = rank * per_rank + t; q < q_end; q += static_cast<int>(blockDim.x)) {
+#pragma unroll
+    for (int o = 0; o < K; ++o) {
+      float4 sum = *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, 0);
+      for (int r = 1; r < P; ++r) {
+        const float4 u = *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, r);
+        sum.x += u.x;
+        sum.y += u.y;
+        sum.z += u.z;
+        sum.w += u.w;
+      }
+      *reinterpret_cast<float4*>(p.partials + (static_cast<int64_t>(o) * p.programs + partial_row) * p.row_stride +
+                                 4 * q) = sum;
+    }
+  }
+  platform::cluster_arrive_release();
+  platform::cluster_wait_acquire();
+}
 
 // One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
 // hold gamma's slice and the fp32 partials (N * kVec * outputs floats: 32 at N = 2 for
@@ -146,6 +202,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
   exchange.end(j, C);
   platform::cp_async_wait_all();  // (the copies issued past the last row are empty groups)
 
+  // One CTA per row in a cluster of P: the P CTAs' partials summed into the cluster's row.
+  const int P = C == 1 ? p.partial_cluster : 1;
+  if (P > 1) {
+    cluster_sum_partials<Traits, kVec, N>(p, acc, reinterpret_cast<float*>(bwd_ring), G, nvec, P, blockIdx.x / P);
+    return;
+  }
   // This CTA's columns of partial row `program`.
 #pragma unroll
   for (int i = 0; i < N; ++i) {

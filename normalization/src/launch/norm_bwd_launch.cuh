@@ -6,9 +6,10 @@
 //   [partials:  K x programs x row_stride floats]   row_stride = hidden rounded up to 4
 // programs is the grid of the register-resident kernel (bounded by multiprocessorCount x the
 // CTAs resident per SM, and by the row tiles), the clusters of the pipelined kernel (as many
-// as are resident at once within that bound, at most one per row), or the row ranges of the
-// column kernel. The
-// size query and the real call compute it from the same arguments, so they agree.
+// as are resident at once within that bound, at most one per row; with one CTA per row, its
+// CTAs in clusters of kBwdPartialCluster or 2 where those are all resident at once, one partial
+// row per cluster), or the row ranges of the column kernel. The size query and the real call
+// compute it from the same arguments, so they agree.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +42,7 @@ struct BwdGeometry {
   size_t smem = 0;             // register-resident, pipelined: dynamic shared memory
   int cluster = 1;             // pipelined: CTAs per row
   int stages = 0;              // pipelined: rows in flight per CTA
+  int partial_cluster = 1;     // pipelined, one CTA per row: CTAs summing their partials on chip
   int column_tiles = 0;        // long rows: CTAs across the columns
   int programs = 0;            // partial rows
   int64_t rows_per_program = 0;
@@ -65,6 +67,11 @@ auto norm_bwd_main_kernel() {
 // 512-thread CTA per SM whatever its shared memory (registers), so the 64 KiB stages of 4
 // vectors x 512 threads get three.
 inline constexpr size_t kBwdPipelinedSmemBudget = 192 * 1024;
+
+// The pipelined layout with one CTA per row: its CTAs' dgamma/dbeta partials summed on chip in
+// clusters of this many (or 2), where every CTA of the persistent grid is still resident at
+// once in such clusters (else one partial row per CTA, as the register layout writes).
+inline constexpr int kBwdPartialCluster = 4;
 
 template <typename Traits, typename Shape>
 BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
@@ -100,6 +107,20 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     clusters = std::max<int64_t>(1, std::min<int64_t>(clusters, p.rows));
     g.grid = clusters * g.cluster;
     g.programs = static_cast<int>(clusters);
+    if (g.cluster == 1 && args.clusters) {
+      // Room to stage K x hidden fp32 partials in the drained ring (it holds x and dz of >= 2 rows);
+      // at least two programs (one program writes dgamma itself where that is done, no partials).
+      const bool staged = g.smem >= sizeof(float) * Traits::kOutputs * static_cast<size_t>(p.hidden);
+      for (int size : {kBwdPartialCluster, 2}) {
+        const int64_t grid = g.grid / size * size;
+        if (staged && grid >= 2 * size && resident_clusters<kernel>(g.threads, g.smem, size) * int64_t{size} >= grid) {
+          g.partial_cluster = size;
+          g.grid = grid;
+          g.programs = static_cast<int>(grid / size);
+          break;
+        }
+      }
+    }
   } else if constexpr (Shape::kN > 0) {
     g.threads = plan.threads_per_row * plan.rows_per_cta;
     g.smem = bwd_smem_bytes<Traits, Shape>(g.threads, plan.rows_per_cta);
@@ -135,13 +156,16 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   p.rows_per_program = g.rows_per_program;
   p.row_terms = g.row_terms_floats > 0 ? ws : nullptr;
   p.partials = g.programs > 0 ? ws + g.row_terms_floats : nullptr;
+  // One program of the register or pipelined layout: it writes dgamma/dbeta itself.
+  p.direct_grads = p.rows > 0 && g.programs == 1 && Shape::kN > 0;
   if (p.rows > 0) {
     if constexpr (Shape::kPipelined) {
       p.ctas_per_row = g.cluster;
       p.stages = g.stages;
-      NORMTUNE_CUDA_CHECK(platform::launch(norm_bwd_pipelined_kernel<Traits, Shape>, static_cast<unsigned>(g.grid),
-                                           static_cast<unsigned>(g.threads),
-                                           platform::LaunchOptions{.cluster = g.cluster, .smem = g.smem}, stream, p));
+      p.partial_cluster = g.partial_cluster;
+      NORMTUNE_CUDA_CHECK(platform::launch(
+          norm_bwd_pipelined_kernel<Traits, Shape>, static_cast<unsigned>(g.grid), static_cast<unsigned>(g.threads),
+          platform::LaunchOptions{.cluster = g.cluster * g.partial_cluster, .smem = g.smem}, stream, p));
     } else if constexpr (Shape::kN > 0) {
       NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_main_kernel<Traits, Shape>(),
                                                 dim3(static_cast<unsigned>(g.grid)),
@@ -159,7 +183,8 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
     NORMTUNE_CHECK_LAUNCH();
   }
   // The finalize kernel starts while the last kernel drains (programmatic dependent launch)
-  // and waits for its writes; with no rows it has nothing to wait for.
+  // and waits for its writes; with no rows it has nothing to wait for (and writes zeros).
+  if (p.direct_grads) return;
   const unsigned column_blocks = static_cast<unsigned>((p.hidden + kWarp - 1) / kWarp);
   NORMTUNE_CUDA_CHECK(platform::launch_grid(norm_bwd_finalize_kernel<typename Traits::Weight>,
                                             dim3(column_blocks, Traits::kOutputs), kMaxCtaThreads,

@@ -86,9 +86,10 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
   return true;
 }
 
-// Shared memory the pipelined layout fills with stages (measured on the H200, 8192 x 32768
-// bf16: 2 stages of 32 KiB 287 µs, 3 stages 278, 4 stages 275).
-inline constexpr size_t kPipelinedSmemBudget = 128 * 1024;
+// Shared memory the pipelined layout fills with stages and LayerNorm's beta, within the
+// device's limit (measured on the H200, 8192 x 32768 bf16: 2 stages of 32 KiB 287 µs, 3 stages
+// 278, 4 stages 275; the one-CTA-per-SM kernels' 64 KiB stages get 3 of 192 KiB).
+inline constexpr size_t kPipelinedSmemBudget = 192 * 1024;
 // The kernels budgeted for two CTAs per SM (kPipelinedMinBlocks): stages and LayerNorm's beta
 // within this, so that two CTAs fit an SM's shared memory.
 inline constexpr size_t kPipelinedTwoCtaSmem = 96 * 1024;
@@ -109,10 +110,9 @@ bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t
   const int cluster = plan.ctas_per_row;
   // As many stages (up to kMaxPipelineStages) as fit the budget, at least two.
   const int slice = plan.vecs_per_thread * plan.threads_per_row;
-  size_t budget = kPipelinedSmemBudget;
-  if constexpr (kPipelinedMinBlocks<Traits, Shape> == 2) {
-    budget = kPipelinedTwoCtaSmem - std::min(kPipelinedTwoCtaSmem, Layout::beta_bytes(slice));
-  }
+  size_t budget = std::min(kPipelinedSmemBudget, smem_limit);
+  if constexpr (kPipelinedMinBlocks<Traits, Shape> == 2) budget = kPipelinedTwoCtaSmem;
+  budget -= std::min(budget, Layout::beta_bytes(slice));
   p.stages = static_cast<int>(std::clamp<size_t>(budget / Layout::stage_bytes(slice), 2, kMaxPipelineStages));
   const size_t smem = Layout::bytes(slice, p.stages);
   if (smem > smem_limit) return false;
