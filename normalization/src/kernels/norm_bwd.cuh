@@ -12,9 +12,10 @@
 //     the workspace, [K][programs][row_stride] (K = 1: dgamma; K = 2: dgamma, dbeta);
 //  2. norm_bwd_finalize_kernel sums the partial rows of each column in a fixed order and
 //     writes dgamma/dbeta in gamma's dtype.
-// With one program (a single row, or a grid bounded to one CTA or cluster) the main kernel
-// writes dgamma/dbeta itself (p.direct_grads; as the finalize would round them: 0 + partial)
-// and no finalize kernel is launched: one kernel per call, what decode-sized calls need.
+// RMSNorm with one program (a single row, or a grid bounded to one CTA) writes dgamma itself
+// (p.direct_grads; as the finalize would round it: 0 + partial) and no finalize kernel is
+// launched: one kernel per call, what decode-sized calls need. (LayerNorm keeps the finalize:
+// its kernel writing dgamma and dbeta measured slower; see launch_bwd.)
 // The same multiprocessorCount gives the same programs, hence the same bits, on every run.
 //
 // Kernels:
@@ -199,15 +200,17 @@ struct GradAccum {
       if constexpr (kCount > 1) v[1][k] += dzf[k];
     }
   }
-  // Writes output o's kVec columns starting at `col` of partial row `program` (with one
-  // program and p.direct_grads: of dgamma / dbeta itself).
+  // Writes output o's kVec columns starting at `col` of partial row `program` (RMSNorm with
+  // one program and p.direct_grads: of dgamma itself).
   __device__ __forceinline__ void store(const BwdParams& p, int o, int64_t program, int col) const {
-    if (p.direct_grads) {
-      using W = typename Traits::Weight;
-      W* out = static_cast<W*>(o == 0 ? p.dgamma : p.dbeta) + col;
+    if constexpr (Traits::kOutputs == 1) {
+      if (p.direct_grads) {
+        using W = typename Traits::Weight;
+        W* out = static_cast<W*>(p.dgamma) + col;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out[k] = from_float<W>(0.f + v[o][k]);
-      return;
+        for (int k = 0; k < kVec; ++k) out[k] = from_float<W>(0.f + v[0][k]);
+        return;
+      }
     }
     float* dst = p.partials + (static_cast<int64_t>(o) * p.programs + program) * p.row_stride + col;
     if constexpr (kVec % 4 == 0) {
@@ -456,8 +459,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
       if (col < hidden) {
         float sum = combine[o * rows_per_cta * width + c];
         for (int r = 1; r < rows_per_cta; ++r) sum += combine[(o * rows_per_cta + r) * width + c];
-        if (p.direct_grads) {
-          static_cast<W*>(o == 0 ? p.dgamma : p.dbeta)[col] = from_float<W>(0.f + sum);
+        if (K == 1 && p.direct_grads) {
+          static_cast<W*>(p.dgamma)[col] = from_float<W>(0.f + sum);
         } else {
           p.partials[(static_cast<int64_t>(o) * p.programs + blockIdx.x) * p.row_stride + col] = sum;
         }

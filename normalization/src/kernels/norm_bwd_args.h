@@ -31,8 +31,8 @@ struct BwdParams {
   int stages = 2;                // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
   int partial_cluster = 1;       // pipelined layout, one CTA per row: CTAs (a cluster when > 1) whose
                                  // partials are summed on chip into one partial row
-  bool direct_grads = false;     // one program (register or pipelined layout): it writes dgamma and
-                                 // dbeta in gamma's type itself, and no finalize kernel runs
+  bool direct_grads = false;     // RMSNorm, one program (register or pipelined layout): it writes
+                                 // dgamma in gamma's type itself, and no finalize kernel runs
 };
 
 struct BwdArgs {
