@@ -112,8 +112,8 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
       // LayerNorm 4096x4096 39.2 -> 38.1 us and 128x7168 9.7 -> 7.5 us per call in a graph, but
       // RMSNorm's one partial row is cheaper to write than the cluster's exchange: 128x7168 5.7 ->
       // 8.4 us, 4096x4096 35.9 -> 36.7.
-      // Room to stage K x hidden fp32 partials in the drained ring (it holds x and dz of >= 2 rows);
-      // at least two programs (one program writes dgamma itself where that is done, no partials).
+      // Room to stage K x hidden fp32 partials in the drained ring (it holds x and dz of >= 2 rows),
+      // and at least two clusters (a grid of one cluster gains nothing over its CTAs' partial rows).
       const bool staged = g.smem >= sizeof(float) * Traits::kOutputs * static_cast<size_t>(p.hidden);
       for (int size : {kBwdPartialCluster, 2}) {
         const int64_t grid = g.grid / size * size;
