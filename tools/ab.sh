@@ -12,6 +12,13 @@
 #                                      result the best time of each, the ratio to the baseline
 #                                      each time, and new / base (also in $OUT/ab.txt).
 #                                      JSON and text under $OUT (default ./out).
+#   tools/ab.sh variant NAME PATCH...  here: this tree's tracked files with the PATCHes applied
+#                                      in order into ./ab_var/NAME (carry ["ab_base", "ab_var"]);
+#                                      `run` then builds and times every variant too
+#                                      (build-ab-var-NAME; each a whole build: about 90 s on 16
+#                                      cores) in the same rounds, and prints var-NAME / base per
+#                                      result: several patches measured in one call.
+#   tools/ab.sh clean-variants         here: removes ./ab_var.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cmd="${1:-}"
@@ -23,6 +30,27 @@ case "$cmd" in
     git -C "$root" archive "$rev" | tar -x -C "$root/ab_base"
     git -C "$root" rev-parse "$rev" > "$root/ab_base/.ab_rev"
     echo "ab_base: $(cat "$root/ab_base/.ab_rev"); on the device: carry [\"ab_base\"] (and the usual paths)"
+    ;;
+  variant)
+    name="${2:?usage: tools/ab.sh variant NAME PATCH...}"
+    [[ -n "${3:-}" ]] || { echo "usage: tools/ab.sh variant NAME PATCH..." >&2; exit 1; }
+    [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
+    dir="$root/ab_var/$name"
+    rm -rf "$dir" && mkdir -p "$dir"
+    git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+    # (From the root with --directory: run inside ab_var/NAME, which lies in this repository,
+    # git apply would skip every path outside that folder, silently.)
+    for patch in "${@:3}"; do
+      if ! git -C "$root" apply --directory="ab_var/$name" "$(realpath "$patch")"; then
+        rm -rf "$dir"
+        echo "ab.sh: $patch does not apply to this tree (with the patches before it)" >&2
+        exit 1
+      fi
+    done
+    echo "ab_var/$name: this tree + ${*:3}; on the device: carry [\"ab_base\", \"ab_var\"]"
+    ;;
+  clean-variants)
+    rm -rf "$root/ab_var"
     ;;
   run)
     shift
@@ -43,40 +71,29 @@ case "$cmd" in
     start=$(date +%s)
     build "$root" "$root/build-gpu" "$out/ab_build_new.log"
     build "$root/ab_base" "$root/build-ab-base" "$out/ab_build_base.log"
-    echo "ab.sh: both CLIs built in $(( $(date +%s) - start )) s"
+    sides=(base new)
+    declare -A bins=([base]="$root/build-ab-base/tools/normtune" [new]="$root/build-gpu/tools/normtune")
+    for dir in "$root"/ab_var/*/; do
+      [[ -d "$dir" ]] || continue
+      name="$(basename "$dir")"
+      build "$dir" "$root/build-ab-var-$name" "$out/ab_build_var_$name.log"
+      sides+=("var-$name")
+      bins["var-$name"]="$root/build-ab-var-$name/tools/normtune"
+    done
+    echo "ab.sh: ${#sides[@]} CLIs built in $(( $(date +%s) - start )) s"
     for (( r = 1; r <= rounds; ++r )); do
-      for side in base new; do
-        bin="$root/build-gpu/tools/normtune"
-        [[ $side == base ]] && bin="$root/build-ab-base/tools/normtune"
-        "$bin" bench "$@" --json "$out/ab_${side}_$r.json" >"$out/ab_${side}_$r.txt" 2>&1 ||
+      for side in "${sides[@]}"; do
+        "${bins[$side]}" bench "$@" --json "$out/ab_${side}_$r.json" >"$out/ab_${side}_$r.txt" 2>&1 ||
           { tail -5 "$out/ab_${side}_$r.txt"; exit 1; }
       done
     done
     # The summary also goes to $OUT/ab.txt, first of the files by name (the device tool returns
     # a limited number of files).
-    python3 - "$out" "$rounds" "$(cat "$root/ab_base/.ab_rev" 2>/dev/null || echo base)" <<'PY' | tee "$out/ab.txt"
-import json, sys
-out, rounds, base_rev = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def load(side, r):
-    d = json.load(open(f"{out}/ab_{side}_{r}.json"))
-    return {(x["op"], x["dtype"], x["out"], x["rows"], x["hidden"], x["backend"]): x for x in d["results"]}
-runs = {s: [load(s, r) for r in range(1, rounds + 1)] for s in ("base", "new")}
-print(f"A/B: base {base_rev[:10]} vs this tree, best of {rounds} (us; ratio to the same-run baseline each round)")
-print(f"{'op':<16}{'dtype>z':<14}{'shape':>14}  {'base us':>9} {'ratios':<16}{'new us':>9} {'ratios':<16}{'new/base':>8}  graph us base -> new")
-for k in runs["base"][0]:
-    if not all(k in run for side in runs for run in runs[side]):
-        continue
-    best = {s: min(run[k]["us"] for run in runs[s]) for s in runs}
-    rat = {s: " ".join("%.3f" % run[k]["ratio_to_baseline"] for run in runs[s]) for s in runs}
-    g = {s: [run[k]["graph_us_per_call"] for run in runs[s] if run[k]["graph_us_per_call"] > 0] for s in runs}
-    graph = f"{min(g['base']):.2f} -> {min(g['new']):.2f}" if g["base"] and g["new"] else ""
-    op, dt, z, rows, hidden, _ = k
-    print(f"{op:<16}{dt + '>' + z:<14}{f'{rows}x{hidden}':>14}  {best['base']:9.2f} {rat['base']:<16}{best['new']:9.2f} "
-          f"{rat['new']:<16}{best['new'] / best['base']:8.3f}  {graph}")
-PY
+    python3 "$root/tools/ab_summary.py" "$out" "$rounds" "$(cat "$root/ab_base/.ab_rev" 2>/dev/null || echo base)" \
+      "${sides[@]}" | tee "$out/ab.txt"
     ;;
   *)
-    echo "usage: tools/ab.sh prepare REV | tools/ab.sh run [ROUNDS] -- BENCH ARGS" >&2
+    echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
     exit 1
     ;;
 esac
