@@ -56,9 +56,9 @@ const char* const kHelp = R"(normtune tune [options]
                      pipelined layout) (default 8; 16 needs the non-portable cluster size; 1:
                      none). A layout the GPU cannot launch is skipped with a message.
     --rows LIST      any (the default: lines for every row count, timed on the problem
-                     above), decode (forward: NORMTUNE_TUNED_DECODE lines for calls of at
-                     most 128 rows, each candidate timed per call in a CUDA graph at 1 and
-                     at 128 rows, ranked by the sum)
+                     above), decode (NORMTUNE_TUNED_DECODE lines for calls of at most 128
+                     rows, forward with z same or fp8 and backward: each candidate timed per
+                     call in a CUDA graph at 1 and at 128 rows, ranked by the sum)
     --backends LIST  native,cudnn (the default): cuDNN's plan is timed beside the native
                      layouts on the problem the native winner's time was recorded on, its
                      result checked; where it is faster by more than 1%, a
@@ -453,6 +453,71 @@ void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int m
   }
 }
 
+// The decode line of a backward op, as tune_forward_decode's: every layout timed per call in
+// a CUDA graph at 1 and at kDecodeMaxRows rows (each plan with its own workspaces, sized by its
+// query outside the graph), ranked by the sum, verified from the fastest down at both row
+// counts (dx, dgamma, dbeta over every row).
+void tune_backward_decode(const OpInfo& op, Problem pb, int max_cluster, const DeviceInfo& dev, bench::Timer& timer,
+                          const Options& opt) {
+  const size_t hidden = static_cast<size_t>(pb.hidden);
+  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
+  const BwdTensors one(op, pb.t, 1, hidden, timer.stream()), many(op, pb.t, kDecodeMaxRows, hidden, timer.stream());
+  const bench::CallWithWorkspace call_one = one.call(), call_many = many.call();
+  const int calls = 100, graph_reps = std::max(10, opt.reps);
+  auto decode_us = [&] {
+    const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
+    return timer.time_graph([&](cudaStream_t s) { call_one(w1, s); }, calls, graph_reps).median_us +
+           timer.time_graph([&](cudaStream_t s) { call_many(w128, s); }, calls, graph_reps).median_us;
+  };
+  auto run_both = [&] {
+    const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
+    one.poison(timer.stream());
+    many.poison(timer.stream());
+    call_one(w1, timer.stream());
+    call_many(w128, timer.stream());
+    NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+  };
+  auto verify = [&] {
+    one.verify();
+    many.verify();
+  };
+  const std::string what = detail::concat(op.name, " ", pb.dname, " ", hidden, " decode");
+  std::vector<std::pair<double, BwdPlan>> timed;
+  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster)) {
+    set_backward_plan_override(&plan);
+    try {
+      timed.emplace_back(decode_us(), plan);
+    } catch (const Error& err) {  // a layout the device cannot launch
+      std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
+      continue;
+    }
+    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
+    if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s (decode)\n", timed.back().first, config_string(plan).c_str());
+  }
+  set_backward_plan_override(nullptr);
+  const std::pair<BwdPlan, double> verified = fastest_verified(
+      timed,
+      [&](const BwdPlan& plan) {
+        set_backward_plan_override(&plan);
+        run_both();
+      },
+      verify, what);
+  set_backward_plan_override(nullptr);
+  pb.row_class = RowClass::kDecode;
+  pb.rows = kDecodeMaxRows;
+  print_line(op, pb, verified.first, verified.second, dev, opt.date);
+  if (opt.race_cudnn && !one.add()) {
+    const double cudnn_us = cudnn_time(
+        call_many, timer.stream(), [&](const Run&) { return decode_us(); },
+        [&](const Run&) {
+          run_both();
+          verify();
+        },
+        what);
+    print_cudnn_line_if_faster(op, pb, verified.second, cudnn_us, dev, opt.date);
+  }
+}
+
 }  // namespace
 
 int run(const std::vector<std::string_view>& args) {
@@ -560,8 +625,15 @@ int run(const std::vector<std::string_view>& args) {
       if (decode_rows) {
         for (const bench::ZFormat out : outs) {
           for (const OpInfo* op : ops) {
-            if (is_backward(op->stage) || (out != bench::ZFormat::kSame && out != bench::ZFormat::kFp8)) {
-              std::fprintf(stderr, "%s z %s: no decode line (forward ops, z same or fp8)\n", op->name,
+            if (is_backward(op->stage)) {
+              if (out == bench::ZFormat::kSame) {
+                tune_backward_decode(*op, Problem{t, t, ScalingMode::kNone, dname, hidden, 1},
+                                     dev.supports_clusters ? clusters : 1, dev, timer, opt);
+              }
+              continue;
+            }
+            if (out != bench::ZFormat::kSame && out != bench::ZFormat::kFp8) {
+              std::fprintf(stderr, "%s z %s: no decode line (forward ops: z same or fp8)\n", op->name,
                            bench::z_format_name(out));
               continue;
             }
