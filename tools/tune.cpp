@@ -381,88 +381,20 @@ void tune_backward(const OpInfo& op, const Problem& pb, size_t confirm_rows, int
   }
 }
 
-// The decode line of a forward op: every layout timed per call in a CUDA graph (inputs in L2,
-// launch gaps removed: the latency of a serving step) at 1 and at kDecodeMaxRows rows, ranked
-// by the sum, verified from the fastest down at both row counts.
-void tune_forward_decode(const OpInfo& op, Problem pb, bench::ZFormat out, int max_cluster, const DeviceInfo& dev,
-                         bench::Timer& timer, const Options& opt) {
-  const bool ln = op.norm == NormType::kLayerNorm;
-  const bool add = op.stage == Stage::kForwardAdd;
-  const size_t hidden = static_cast<size_t>(pb.hidden);
-  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
-  const FwdTensors one(pb.t, 1, pb.hidden), many(pb.t, kDecodeMaxRows, pb.hidden);
-  const bench::ZOutput z_one(out, pb.t, 1, hidden), z_many(out, pb.t, kDecodeMaxRows, hidden);
-  const bench::CallWithWorkspace call_one = forward_call(op, one, z_one), call_many = forward_call(op, many, z_many);
-  const int calls = 100, graph_reps = std::max(10, opt.reps);
-  // Per call at 1 and at 128 rows, summed (each with its own workspace, outside the graph).
-  auto decode_us = [&] {
-    const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
-    return timer.time_graph([&](cudaStream_t s) { call_one(w1, s); }, calls, graph_reps).median_us +
-           timer.time_graph([&](cudaStream_t s) { call_many(w128, s); }, calls, graph_reps).median_us;
-  };
-  // Both problems' outputs (each run with its outputs poisoned by run_both) against the
-  // fp64 reference.
-  auto verify = [&] {
-    bench::verify(op, pb.t, 1, pb.hidden, one.x.ptr, add ? one.res.ptr : nullptr, one.gamma.ptr,
-                  ln ? one.beta.ptr : nullptr, z_one, one.rs.ptr, 1e-5f);
-    bench::verify(op, pb.t, kDecodeMaxRows, pb.hidden, many.x.ptr, add ? many.res.ptr : nullptr, many.gamma.ptr,
-                  ln ? many.beta.ptr : nullptr, z_many, many.rs.ptr, 1e-5f);
-  };
-  auto run_both = [&] {
-    const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
-    z_one.poison(timer.stream());
-    z_many.poison(timer.stream());
-    call_one(w1, timer.stream());
-    call_many(w128, timer.stream());
-    NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
-  };
-  std::vector<std::pair<double, FwdPlan>> timed;
-  for (const FwdPlan& plan : forward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster)) {
-    set_forward_plan_override(&plan);
-    try {
-      timed.emplace_back(decode_us(), plan);
-    } catch (const Error& err) {
-      std::fprintf(stderr, "candidate %s skipped: %s\n", config_string(plan).c_str(), err.what());
-      continue;
-    }
-    NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
-    if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s (decode)\n", timed.back().first, config_string(plan).c_str());
-  }
-  set_forward_plan_override(nullptr);
-  const std::pair<FwdPlan, double> verified = fastest_verified(
-      timed,
-      [&](const FwdPlan& plan) {
-        set_forward_plan_override(&plan);
-        run_both();
-      },
-      verify, detail::concat(op.name, " ", pb.dname, " ", hidden, " decode"));
-  set_forward_plan_override(nullptr);
-  pb.row_class = RowClass::kDecode;
-  pb.rows = kDecodeMaxRows;
-  print_line(op, pb, verified.first, verified.second, dev, opt.date);
-  if (opt.race_cudnn && !add && out == bench::ZFormat::kSame) {
-    // (Both row counts: run_both and decode_us make their own workspaces.)
-    const double cudnn_us = cudnn_time(
-        call_many, timer.stream(), [&](const Run&) { return decode_us(); },
-        [&](const Run&) {
-          run_both();
-          verify();
-        },
-        detail::concat(op.name, " ", pb.dname, " ", hidden, " decode"));
-    print_cudnn_line_if_faster(op, pb, verified.second, cudnn_us, dev, opt.date);
-  }
-}
+// The general kernel's plan, forward or backward, overridden (nullptr: not).
+void set_plan_override(const FwdPlan* plan) { set_forward_plan_override(plan); }
+void set_plan_override(const BwdPlan* plan) { set_backward_plan_override(plan); }
 
-// The decode line of a backward op, as tune_forward_decode's: every layout timed per call in
-// a CUDA graph at 1 and at kDecodeMaxRows rows (each plan with its own workspaces, sized by its
-// query outside the graph), ranked by the sum, verified from the fastest down at both row
-// counts (dx, dgamma, dbeta over every row).
-void tune_backward_decode(const OpInfo& op, Problem pb, int max_cluster, const DeviceInfo& dev, bench::Timer& timer,
-                          const Options& opt) {
-  const size_t hidden = static_cast<size_t>(pb.hidden);
-  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
-  const BwdTensors one(op, pb.t, 1, hidden, timer.stream()), many(op, pb.t, kDecodeMaxRows, hidden, timer.stream());
-  const bench::CallWithWorkspace call_one = one.call(), call_many = many.call();
+// The decode line of `op`: every candidate layout timed per call in a CUDA graph (inputs in L2,
+// launch gaps removed: the latency of a serving step) at 1 and at kDecodeMaxRows rows (each
+// call with its own workspace, sized by the plan's query outside the graph), ranked by the sum,
+// verified from the fastest down at both row counts (poison, both calls, verify). With
+// race_cudnn, cuDNN's plan is timed and checked the same way and named where it is faster.
+template <typename Plan>
+void tune_decode(const OpInfo& op, Problem pb, const std::vector<Plan>& candidates,
+                 const bench::CallWithWorkspace& call_one, const bench::CallWithWorkspace& call_many,
+                 const std::function<void(cudaStream_t)>& poison, const std::function<void()>& verify,
+                 bool race_cudnn, const DeviceInfo& dev, bench::Timer& timer, const Options& opt) {
   const int calls = 100, graph_reps = std::max(10, opt.reps);
   auto decode_us = [&] {
     const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
@@ -471,20 +403,15 @@ void tune_backward_decode(const OpInfo& op, Problem pb, int max_cluster, const D
   };
   auto run_both = [&] {
     const bench::Workspace w1(call_one, timer.stream()), w128(call_many, timer.stream());
-    one.poison(timer.stream());
-    many.poison(timer.stream());
+    poison(timer.stream());
     call_one(w1, timer.stream());
     call_many(w128, timer.stream());
     NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
   };
-  auto verify = [&] {
-    one.verify();
-    many.verify();
-  };
-  const std::string what = detail::concat(op.name, " ", pb.dname, " ", hidden, " decode");
-  std::vector<std::pair<double, BwdPlan>> timed;
-  for (const BwdPlan& plan : backward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster)) {
-    set_backward_plan_override(&plan);
+  const std::string what = detail::concat(op.name, " ", pb.dname, " ", pb.hidden, " decode");
+  std::vector<std::pair<double, Plan>> timed;
+  for (const Plan& plan : candidates) {
+    set_plan_override(&plan);
     try {
       timed.emplace_back(decode_us(), plan);
     } catch (const Error& err) {  // a layout the device cannot launch
@@ -494,19 +421,20 @@ void tune_backward_decode(const OpInfo& op, Problem pb, int max_cluster, const D
     NORMTUNE_CHECK(!last_kernel().tuned, "tune: the override did not select the general kernel");
     if (opt.verbose) std::fprintf(stderr, "  %8.2f us  %s (decode)\n", timed.back().first, config_string(plan).c_str());
   }
-  set_backward_plan_override(nullptr);
-  const std::pair<BwdPlan, double> verified = fastest_verified(
+  set_plan_override(static_cast<const Plan*>(nullptr));
+  const std::pair<Plan, double> verified = fastest_verified(
       timed,
-      [&](const BwdPlan& plan) {
-        set_backward_plan_override(&plan);
+      [&](const Plan& plan) {
+        set_plan_override(&plan);
         run_both();
       },
       verify, what);
-  set_backward_plan_override(nullptr);
+  set_plan_override(static_cast<const Plan*>(nullptr));
   pb.row_class = RowClass::kDecode;
   pb.rows = kDecodeMaxRows;
   print_line(op, pb, verified.first, verified.second, dev, opt.date);
-  if (opt.race_cudnn && !one.add()) {
+  if (race_cudnn) {
+    // (Both row counts: run_both and decode_us make their own workspaces.)
     const double cudnn_us = cudnn_time(
         call_many, timer.stream(), [&](const Run&) { return decode_us(); },
         [&](const Run&) {
@@ -516,6 +444,52 @@ void tune_backward_decode(const OpInfo& op, Problem pb, int max_cluster, const D
         what);
     print_cudnn_line_if_faster(op, pb, verified.second, cudnn_us, dev, opt.date);
   }
+}
+
+// A forward op's decode line (z of x's type or per-tensor FP8; cuDNN raced for RMSNorm and
+// LayerNorm with z of x's type).
+void tune_forward_decode(const OpInfo& op, const Problem& pb, bench::ZFormat out, int max_cluster,
+                         const DeviceInfo& dev, bench::Timer& timer, const Options& opt) {
+  const bool ln = op.norm == NormType::kLayerNorm;
+  const bool add = op.stage == Stage::kForwardAdd;
+  const size_t hidden = static_cast<size_t>(pb.hidden);
+  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
+  const FwdTensors one(pb.t, 1, pb.hidden), many(pb.t, kDecodeMaxRows, pb.hidden);
+  const bench::ZOutput z_one(out, pb.t, 1, hidden), z_many(out, pb.t, kDecodeMaxRows, hidden);
+  tune_decode<FwdPlan>(
+      op, pb, forward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster), forward_call(op, one, z_one),
+      forward_call(op, many, z_many),
+      [&](cudaStream_t s) {
+        z_one.poison(s);
+        z_many.poison(s);
+      },
+      [&] {
+        bench::verify(op, pb.t, 1, pb.hidden, one.x.ptr, add ? one.res.ptr : nullptr, one.gamma.ptr,
+                      ln ? one.beta.ptr : nullptr, z_one, one.rs.ptr, 1e-5f);
+        bench::verify(op, pb.t, kDecodeMaxRows, pb.hidden, many.x.ptr, add ? many.res.ptr : nullptr, many.gamma.ptr,
+                      ln ? many.beta.ptr : nullptr, z_many, many.rs.ptr, 1e-5f);
+      },
+      opt.race_cudnn && !add && out == bench::ZFormat::kSame, dev, timer, opt);
+}
+
+// A backward op's decode line (dx, dgamma, dbeta checked over every row at both row counts;
+// cuDNN raced for RMSNorm and LayerNorm).
+void tune_backward_decode(const OpInfo& op, const Problem& pb, int max_cluster, const DeviceInfo& dev,
+                          bench::Timer& timer, const Options& opt) {
+  const size_t hidden = static_cast<size_t>(pb.hidden);
+  const int vec = static_cast<int>(16 / dtype_storage_bytes(pb.t, 1));
+  const BwdTensors one(op, pb.t, 1, hidden, timer.stream()), many(op, pb.t, kDecodeMaxRows, hidden, timer.stream());
+  tune_decode<BwdPlan>(
+      op, pb, backward_plan_candidates(pb.hidden, vec, dev.warp_size, max_cluster), one.call(), many.call(),
+      [&](cudaStream_t s) {
+        one.poison(s);
+        many.poison(s);
+      },
+      [&] {
+        one.verify();
+        many.verify();
+      },
+      opt.race_cudnn && !one.add(), dev, timer, opt);
 }
 
 }  // namespace
