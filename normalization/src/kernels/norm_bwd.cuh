@@ -12,10 +12,10 @@
 //     the workspace, [K][programs][row_stride] (K = 1: dgamma; K = 2: dgamma, dbeta);
 //  2. norm_bwd_finalize_kernel sums the partial rows of each column in a fixed order and
 //     writes dgamma/dbeta in gamma's dtype.
-// RMSNorm with one program (a single row, or a grid bounded to one CTA) writes dgamma itself
-// (p.direct_grads; as the finalize would round it: 0 + partial) and no finalize kernel is
-// launched: one kernel per call, what decode-sized calls need. (LayerNorm keeps the finalize:
-// its kernel writing dgamma and dbeta measured slower; see launch_bwd.)
+// RMSNorm with one program (a single row, or a grid of one CTA or one cluster) writes dgamma
+// itself (p.direct_grads; as the finalize would round it: 0 + partial) and no finalize kernel
+// is launched: one kernel per call, what decode-sized calls need. (LayerNorm keeps the
+// finalize: its kernel writing dgamma and dbeta measured slower; see launch_bwd.)
 // The same multiprocessorCount gives the same programs, hence the same bits, on every run.
 //
 // Kernels:
