@@ -75,13 +75,22 @@ struct BwdShape {
 inline constexpr int kBwdColumnThreads = 256;  // CTA of the column kernel
 inline constexpr int kBwdColumnRows = 4;       // rows the column kernel loads at once
 
-// The per-element arithmetic, shared by all kernels.
-template <typename Traits>
+// The per-element arithmetic, shared by all kernels. kShift: gamma's offset known at compile
+// time (0, or 1 for zero-centered gamma: no add per element), or -1: `shift` at run time.
+template <typename Traits, int kShift = -1>
 struct BwdMath {
   float mu, rsigma, shift;
 
   __device__ __forceinline__ float y(float x) const { return (x - mu) * rsigma; }
-  __device__ __forceinline__ float dy(float dz, float g) const { return dz * (g + shift); }
+  __device__ __forceinline__ float dy(float dz, float g) const {
+    if constexpr (kShift == 0) {
+      return dz * g;
+    } else if constexpr (kShift == 1) {
+      return dz * (g + 1.f);
+    } else {
+      return dz * (g + shift);
+    }
+  }
   // Row terms of one element: (dy * y, dy).
   __device__ __forceinline__ void add_terms(float x, float dz, float g,
                                             Floats<Traits::kOutputs>& s) const {
@@ -100,12 +109,16 @@ struct BwdMath {
     return dx_of_dy(x, dy(dz, g), c1, c2);
   }
   __device__ __forceinline__ float dx_of_dy(float x, float d, float c1, float c2) const {
-    return rsigma * (d - c2 - y(x) * c1);
+    if constexpr (Traits::kRmsNorm) {
+      return rsigma * (d - y(x) * c1);
+    } else {
+      return fmaf(rsigma, d, fmaf(-rsigma * c1, y(x), -rsigma * c2));
+    }
   }
 };
 
-template <typename Traits>
-__device__ __forceinline__ BwdMath<Traits> bwd_math(const BwdParams& p, int64_t row) {
+template <typename Traits, int kShift = -1>
+__device__ __forceinline__ BwdMath<Traits, kShift> bwd_math(const BwdParams& p, int64_t row) {
   return {Traits::kRmsNorm ? 0.f : p.mu[row], p.rsigma[row], p.zero_centered_gamma ? 1.f : 0.f};
 }
 
@@ -119,8 +132,8 @@ __device__ __forceinline__ Vec<typename Traits::Input, kVec> load_add(const BwdP
 
 // dx of one vector (rounded once to I, after adding `a`, the added gradient's vector at `off`,
 // for bwd_add), stored at `off`.
-template <typename Traits, int kVec>
-__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+template <typename Traits, int kVec, int kShift>
+__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits, kShift>& m,
                                          const Vec<typename Traits::Input, kVec>& x,
                                          const Vec<typename Traits::Input, kVec>& dz,
                                          const Vec<typename Traits::Weight, kVec>& g, float c1, float c2,
@@ -141,8 +154,8 @@ __device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const 
 }
 
 // The same from dy = dz * gamma held in registers (the pipelined kernel's short slices).
-template <typename Traits, int kVec>
-__device__ __forceinline__ void store_dx_of_dy(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+template <typename Traits, int kVec, int kShift>
+__device__ __forceinline__ void store_dx_of_dy(const BwdParams& p, int64_t off, const BwdMath<Traits, kShift>& m,
                                                const Vec<typename Traits::Input, kVec>& x, const float (&dyf)[kVec],
                                                float c1, float c2, const Vec<typename Traits::Input, kVec>& a) {
   using I = typename Traits::Input;
@@ -159,8 +172,8 @@ __device__ __forceinline__ void store_dx_of_dy(const BwdParams& p, int64_t off, 
 }
 
 // The same, loading the added gradient here.
-template <typename Traits, int kVec>
-__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits>& m,
+template <typename Traits, int kVec, int kShift>
+__device__ __forceinline__ void store_dx(const BwdParams& p, int64_t off, const BwdMath<Traits, kShift>& m,
                                          const Vec<typename Traits::Input, kVec>& x,
                                          const Vec<typename Traits::Input, kVec>& dz,
                                          const Vec<typename Traits::Weight, kVec>& g, float c1, float c2) {

@@ -89,8 +89,8 @@ __device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const G
 // One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
 // hold gamma's slice and the fp32 partials (N * kVec * outputs floats: 32 at N = 2 for
 // LayerNorm, 32 at N = 4 for RMSNorm, 64 for LayerNorm at N = 4).
-template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(const BwdParams p) {
+template <typename Traits, typename Shape, int kShift>
+__device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   constexpr int K = Traits::kOutputs;
@@ -145,13 +145,13 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
 
   // The row's statistics are loaded a row ahead, and the added gradient's slice before the
   // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
-  BwdMath<Traits> m_next{};
-  if (program < p.rows) m_next = bwd_math<Traits>(p, program);
+  BwdMath<Traits, kShift> m_next{};
+  if (program < p.rows) m_next = bwd_math<Traits, kShift>(p, program);
   int j = 0;
   for (int64_t row = program; row < p.rows; row += row_step, ++j) {
     const int s = j % S;
-    const BwdMath<Traits> m = m_next;
-    if (row + row_step < p.rows) m_next = bwd_math<Traits>(p, row + row_step);
+    const BwdMath<Traits, kShift> m = m_next;
+    if (row + row_step < p.rows) m_next = bwd_math<Traits, kShift>(p, row + row_step);
     [[maybe_unused]] VI a[N];
     if constexpr (Traits::kAddGrad) {
 #pragma unroll
@@ -216,6 +216,22 @@ __global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(c
 #pragma unroll
       for (int o = 0; o < K; ++o) acc[i].store(p, o, program, v * kVec);
     }
+  }
+}
+
+// LayerNorm: gamma's offset (zero-centered or not) fixed at compile time, no add per element
+// (RMSNorm keeps it at run time: at 4096x65536 its two bodies measured 4% slower). With
+// LayerNorm's dx in two fmas, measured on the H200 (session 22, `tools/ab.sh`, best of 2):
+// LayerNorm 8192x32768 463.7 -> 452.8 us, 4096x65536 504.3 -> 484.4, 1024x262144 711.7 ->
+// 671.8; RMSNorm and the shorter rows unchanged (within 1%).
+template <typename Traits, typename Shape>
+__global__ void __launch_bounds__(kMaxCtaThreads, 1) norm_bwd_pipelined_kernel(const BwdParams p) {
+  if constexpr (Traits::kRmsNorm) {
+    norm_bwd_pipelined_body<Traits, Shape, -1>(p);
+  } else if (p.zero_centered_gamma) {
+    norm_bwd_pipelined_body<Traits, Shape, 1>(p);
+  } else {
+    norm_bwd_pipelined_body<Traits, Shape, 0>(p);
   }
 }
 
