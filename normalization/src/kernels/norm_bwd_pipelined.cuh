@@ -5,7 +5,7 @@
 // Persistent CTAs; a row is split over a thread-block cluster of C CTAs (C = 1: one CTA).
 // CTA `rank` of cluster k walks rows k, k + K, k + 2K, ... (K clusters in the grid); thread t
 // copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N) of x and
-// of dz of each row into a ring of S stages of shared memory (cp.async, p.stages = 2..4), so
+// of dz of each row into a ring of S stages of shared memory (cp.async, p.stages = 1..4), so
 // that the next S - 1 rows' copies are in flight while this row reduces and writes dx. Only
 // its own bytes: no barrier between a copy and its read, and none before a stage is refilled.
 // Per row: the slice's row terms (sum dy * y, and sum dy for LayerNorm) are reduced in the CTA
@@ -126,9 +126,9 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.dz)};
   auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
-  for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
-
-  // gamma's slice, and this CTA's partials of its columns.
+  // gamma's slice (and below, the first row's statistics) loaded before the ring's copies are
+  // issued, so that their latency overlaps the copies' address arithmetic; and this CTA's
+  // partials of its columns.
   const W* gamma = static_cast<const W*>(p.gamma);
   VW g[N];
   GradAccum<Traits, kVec> acc[N];
@@ -147,6 +147,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
   BwdMath<Traits, kShift> m_next{};
   if (program < p.rows) m_next = bwd_math<Traits, kShift>(p, program);
+  for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
   int j = 0;
   for (int64_t row = program; row < p.rows; row += row_step, ++j) {
     const int s = j % S;

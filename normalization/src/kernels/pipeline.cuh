@@ -65,7 +65,9 @@ struct SliceRing {
   }
   // Until this thread's copies of the oldest row in flight have landed (S stages in flight).
   __device__ __forceinline__ static void wait(int S) {
-    if (S == 2) {
+    if (S == 1) {
+      platform::cp_async_wait_groups<0>();
+    } else if (S == 2) {
       platform::cp_async_wait_groups<1>();
     } else if (S == 3) {
       platform::cp_async_wait_groups<2>();
