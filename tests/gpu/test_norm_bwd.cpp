@@ -176,6 +176,104 @@ TEST_F(NormBwdGpu, InPlaceDxOverDz) {
   }
 }
 
+// Calls queued back to back on one stream, nothing synchronized between them, each reading
+// what the one before wrote: the forward's statistics, then the first backward's dx as the
+// second backward's dz, both backward calls with the same workspace (NaN-poisoned first). Every
+// kernel is a programmatic dependent launch, scheduled while the previous one drains and
+// waiting for it before touching global memory; a call that read its inputs early would see
+// the poison (NaN) or the other call's values. (Not a proof of each wait: on the H200 this test
+// also passed with the backward's first-kernel waits taken out, the windows being shorter than
+// the launch; it checks the chained calls' results, the way training runs them.) The pipelined
+// layout at decode (one row: dgamma written directly; 128 rows), the register layout (128
+// columns) and a cluster (40000).
+TEST_F(NormBwdGpu, BackToBackCallsOnOneStreamReadEachOthersResults) {
+  constexpr DType kT = DType::kBFloat16;
+  const std::pair<size_t, size_t> shapes[] = {{1, 4096}, {128, 7168}, {2048, 128}, {6, 40000}};
+  cudaStream_t stream = nullptr;
+  NORMTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (const auto& [rows, hidden] : shapes) {
+      const bool ln = norm == NormType::kLayerNorm;
+      const size_t n = rows * hidden;
+      const uint32_t seed = static_cast<uint32_t>(rows * 7 + hidden);
+      const HostArray x = random_array(kT, n, seed, ln ? 0.5 : 0.0, 1.0);
+      const HostArray dz = random_array(kT, n, seed + 1, 0.0, 1.0);
+      const HostArray gamma = random_array(kT, hidden, seed + 2, 1.0, 0.2);
+      const HostArray beta = random_array(kT, hidden, seed + 3, 0.0, 0.5);
+      DeviceArray d_x = DeviceArray::from_host(x), d_dz = DeviceArray::from_host(dz),
+                  d_g = DeviceArray::from_host(gamma), d_b = DeviceArray::from_host(beta);
+      DeviceArray d_z(kT, n), d_mu(DType::kFloat32, rows), d_rs(DType::kFloat32, rows), d_dx1(kT, n), d_dx2(kT, n),
+          d_dg1(kT, hidden), d_dg2(kT, hidden), d_db1(kT, hidden), d_db2(kT, hidden);
+      for (DeviceArray* out : {&d_z, &d_mu, &d_rs, &d_dx1, &d_dx2, &d_dg1, &d_dg2, &d_db1, &d_db2}) out->poison();
+      TensorHandle tx(d_x, {rows, hidden}), tdz(d_dz, {rows, hidden}), tg(d_g, {hidden}), tb(d_b, {hidden}),
+          tz(d_z, {rows, hidden}), tmu(d_mu, {rows}), trs(d_rs, {rows}), tdx1(d_dx1, {rows, hidden}),
+          tdx2(d_dx2, {rows, hidden}), tdg1(d_dg1, {hidden}), tdg2(d_dg2, {hidden}), tdb1(d_db1, {hidden}),
+          tdb2(d_db2, {hidden});
+      auto fwd = [&](NVTETensor ws) {
+        if (ln) {
+          nvte_layernorm_fwd(tx, tg, tb, 1e-5f, tz, tmu, trs, ws, 0, false, stream);
+        } else {
+          nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, 0, false, stream);
+        }
+      };
+      auto bwd = [&](NVTETensor dz_in, NVTETensor dx, NVTETensor dg, NVTETensor db, NVTETensor ws) {
+        if (ln) {
+          nvte_layernorm_bwd(dz_in, tx, tmu, trs, tg, dx, dg, db, ws, 0, false, stream);
+        } else {
+          nvte_rmsnorm_bwd(dz_in, tx, trs, tg, dx, dg, ws, 0, false, stream);
+        }
+      };
+      // The workspaces, allocated before anything is queued (freeing one synchronizes).
+      TensorHandle query_f, query_b;
+      fwd(query_f);
+      bwd(tdz, tdx1, tdg1, tdb1, query_b);
+      const size_t bytes_f = answered_workspace_bytes(query_f), bytes_b = answered_workspace_bytes(query_b);
+      DeviceBuffer mem_f(bytes_f), mem_b(bytes_b);
+      TensorHandle ws_f(mem_f.get(), {bytes_f}, DType::kByte), ws_b(mem_b.get(), {bytes_b}, DType::kByte);
+      NORMTUNE_CUDA_CHECK(cudaMemsetAsync(mem_b.get(), 0xFF, bytes_b, stream));  // NaN partials
+      NORMTUNE_CUDA_CHECK(cudaDeviceSynchronize());  // the inputs and the poison in place (other streams)
+
+      fwd(ws_f);
+      bwd(tdz, tdx1, tdg1, tdb1, ws_b);
+      bwd(tdx1, tdx2, tdg2, tdb2, ws_b);
+      NORMTUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+      // The references take what the device computed before each call as that call's input.
+      const std::vector<double> xv = x.values(), gv = gamma.values(), rs = d_rs.to_host().values(),
+                                mu = ln ? d_mu.to_host().values() : std::vector<double>(rows, 0.0);
+      const HostArray dx1 = d_dx1.to_host();
+      const std::string what = detail::concat(ln ? "LayerNorm" : "RMSNorm", " ", rows, "x", hidden);
+      struct Call {
+        std::vector<double> dz;
+        HostArray dx, dg, db;
+        const char* name;
+      };
+      const Call calls[] = {{dz.values(), dx1, d_dg1.to_host(), d_db1.to_host(), "first backward"},
+                            {dx1.values(), d_dx2.to_host(), d_dg2.to_host(), d_db2.to_host(), "second backward"}};
+      for (const Call& c : calls) {
+        reference::BwdInputs in;
+        in.norm = norm;
+        in.rows = static_cast<int64_t>(rows);
+        in.hidden = static_cast<int64_t>(hidden);
+        in.dz = c.dz.data();
+        in.x = xv.data();
+        in.mu = mu.data();
+        in.rsigma = rs.data();
+        in.gamma = gv.data();
+        const reference::BwdOutputs want = reference::norm_bwd(in);
+        const std::string at = what + " " + c.name;
+        const Tolerance tol{output_tolerance(kT).rtol, 1e-6};
+        EXPECT_TRUE(close_to_reference(c.dx, want.dx, tol, at + " dx", &want.dx_scale, kFp32TermError));
+        EXPECT_TRUE(close_to_reference(c.dg, want.dgamma, tol, at + " dgamma", &want.dgamma_scale, kFp32TermError));
+        if (ln) {
+          EXPECT_TRUE(close_to_reference(c.db, want.dbeta, tol, at + " dbeta", &want.dbeta_scale, kFp32TermError));
+        }
+      }
+    }
+  }
+  NORMTUNE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 // The pipelined layout (long rows over a cluster) forced through the plan override: one CTA
 // per row (no cluster) and clusters of 2..16, one warp per CTA (no CTA barrier in its
 // reduction) to 512 threads, 2 and 4 vectors per thread, rows that leave the last CTA's slice

@@ -365,6 +365,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   const SmemGradAccum<Traits, kVec, kRegOutputs> acc_smem{acc_base + threadIdx.x * 4,
                                                           static_cast<int>(blockDim.x) * 4};
 
+  // Programmatic dependent launch: nothing global is read or written before the previous
+  // kernel on the stream has finished (its writes visible).
+  platform::wait_for_prior_grid();
   // gamma: held in registers when they allow it (else re-read per row, from L1/L2).
   [[maybe_unused]] VW g_held[kHoldGamma ? kN : 1];
   [[maybe_unused]] GradAccum<Traits, kVec> acc[kRegOutputs > 0 ? kN : 1];
@@ -496,6 +499,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_row_terms_kernel(cons
   const int nvec = hidden / kVec;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
   const W* gamma = static_cast<const W*>(p.gamma);
+  platform::wait_for_prior_grid();  // (programmatic dependent launch, as the main kernels)
   platform::allow_dependent_grid();
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const BwdMath<Traits> m = bwd_math<Traits>(p, row);

@@ -126,6 +126,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.dz)};
   auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
+  platform::wait_for_prior_grid();  // programmatic dependent launch: nothing global before it
   // gamma's slice (and below, the first row's statistics) loaded before the ring's copies are
   // issued, so that their latency overlaps the copies' address arithmetic; and this CTA's
   // partials of its columns.
