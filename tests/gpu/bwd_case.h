@@ -49,6 +49,22 @@ struct BwdResult {
 // summation error relative to the sum of |terms| over the rows (so it scales with them).
 inline constexpr double kFp32TermError = 1e-5;
 
+// dx, dgamma (and, for LayerNorm, dbeta) of one backward call against the fp64 reference of
+// `in`, with the tolerances above (dx by x's type, the gradients by gamma's).
+inline void expect_bwd_matches_reference(const reference::BwdInputs& in, DType itype, DType wtype,
+                                         const HostArray& dx, const HostArray& dgamma, const HostArray& dbeta,
+                                         const std::string& what) {
+  const reference::BwdOutputs want = reference::norm_bwd(in);
+  EXPECT_TRUE(close_to_reference(dx, want.dx, {output_tolerance(itype).rtol, 1e-6}, what + " dx", &want.dx_scale,
+                                 kFp32TermError));
+  EXPECT_TRUE(close_to_reference(dgamma, want.dgamma, {output_tolerance(wtype).rtol, 1e-6}, what + " dgamma",
+                                 &want.dgamma_scale, kFp32TermError));
+  if (in.norm == NormType::kLayerNorm) {
+    EXPECT_TRUE(close_to_reference(dbeta, want.dbeta, {output_tolerance(wtype).rtol, 1e-6}, what + " dbeta",
+                                   &want.dbeta_scale, kFp32TermError));
+  }
+}
+
 // The forward statistics the backward consumes: fp64 reference values stored in fp32.
 inline void reference_stats(NormType norm, const HostArray& x, size_t rows, size_t hidden,
                             std::vector<double>* mu, std::vector<double>* rsigma) {
@@ -177,16 +193,8 @@ class BwdProblem {
     in.rsigma = stats_.rsigma.data();
     in.gamma = gv.data();
     in.zero_centered_gamma = c_.zero_centered_gamma;
-    const reference::BwdOutputs want = reference::norm_bwd(in);
-    const std::string what = c_.describe() + " kernel " + r.kernel.name;
-    EXPECT_TRUE(close_to_reference(r.dx, want.dx, {output_tolerance(c_.itype).rtol, 1e-6}, what + " dx",
-                                   &want.dx_scale, kFp32TermError));
-    EXPECT_TRUE(close_to_reference(r.dgamma, want.dgamma, {output_tolerance(c_.wtype).rtol, 1e-6},
-                                   what + " dgamma", &want.dgamma_scale, kFp32TermError));
-    if (ln_) {
-      EXPECT_TRUE(close_to_reference(r.dbeta, want.dbeta, {output_tolerance(c_.wtype).rtol, 1e-6},
-                                     what + " dbeta", &want.dbeta_scale, kFp32TermError));
-    }
+    expect_bwd_matches_reference(in, c_.itype, c_.wtype, r.dx, r.dgamma, r.dbeta,
+                                 c_.describe() + " kernel " + r.kernel.name);
   }
 
  private:

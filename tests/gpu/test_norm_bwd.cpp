@@ -260,14 +260,7 @@ TEST_F(NormBwdGpu, BackToBackCallsOnOneStreamReadEachOthersResults) {
         in.mu = mu.data();
         in.rsigma = rs.data();
         in.gamma = gv.data();
-        const reference::BwdOutputs want = reference::norm_bwd(in);
-        const std::string at = what + " " + c.name;
-        const Tolerance tol{output_tolerance(kT).rtol, 1e-6};
-        EXPECT_TRUE(close_to_reference(c.dx, want.dx, tol, at + " dx", &want.dx_scale, kFp32TermError));
-        EXPECT_TRUE(close_to_reference(c.dg, want.dgamma, tol, at + " dgamma", &want.dgamma_scale, kFp32TermError));
-        if (ln) {
-          EXPECT_TRUE(close_to_reference(c.db, want.dbeta, tol, at + " dbeta", &want.dbeta_scale, kFp32TermError));
-        }
+        expect_bwd_matches_reference(in, kT, kT, c.dx, c.dg, c.db, what + " " + c.name);
       }
     }
   }
