@@ -595,6 +595,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads) norm_bwd_finalize_kernel(const
   const int col = blockIdx.x * kWarp + lane;
   const int o = blockIdx.y;
   platform::wait_for_prior_grid();  // launched as a dependent of the kernel writing the partials
+  if (p.finalize_starts_next) platform::allow_dependent_grid();
   float s = 0.f;
   if (col < p.hidden) {
     const float* src = p.partials + static_cast<int64_t>(o) * p.programs * p.row_stride + col;

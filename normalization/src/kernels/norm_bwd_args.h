@@ -33,6 +33,8 @@ struct BwdParams {
                                  // partials are summed on chip into one partial row
   bool direct_grads = false;     // RMSNorm, one program (register or pipelined layout): it writes
                                  // dgamma in gamma's type itself, and no finalize kernel runs
+  bool finalize_starts_next = false;  // the finalize lets the stream's next kernel start early
+                                      // (programmatic dependent launch; LayerNorm)
 };
 
 struct BwdArgs {

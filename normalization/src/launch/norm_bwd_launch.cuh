@@ -178,9 +178,14 @@ void launch_bwd(const BwdArgs& args, const BwdPlan& plan, cudaStream_t stream) {
   // while the previous kernel on the stream (the last call's finalize, say) drains, and wait for
   // it before touching global memory. Measured per call in a CUDA graph (H200, session 24, same
   // build, best of 2): RMSNorm 1x4096 3.07 -> 2.72 us, 128x7168 5.38 -> 5.08, LayerNorm 128x7168
-  // 7.12 -> 6.87; the throughput shapes within 0.5%. (The finalize letting the next call's first
-  // kernel start early as well helped LayerNorm, 128x7168 6.87 -> 6.72, but cost RMSNorm 128x7168
-  // 5.21 -> 6.61: that kernel's 128 CTAs held SMs while the finalize ran. Not done.)
+  // 7.12 -> 6.87; the throughput shapes within 0.5%.
+  // LayerNorm's finalize lets the next kernel start early too (that kernel still waits for
+  // the finalize to finish before touching memory, as above). Per call in a CUDA graph, best of
+  // 2: LayerNorm 128x7168 6.87 -> 6.72 us, 1x4096 4.08 -> 3.83, 32x4096 5.32 -> 5.08 (session
+  // 24, one build with a switch); 6.89 -> 6.84, 4.00 -> 3.96, 5.26 -> 5.15 (session 25, two
+  // builds). RMSNorm's would cost 128x7168 5.21 -> 6.61 (the next call's 128 CTAs held SMs
+  // while the finalize ran): not there.
+  p.finalize_starts_next = Traits::kOutputs == 2;
   if (p.rows > 0) {
     if constexpr (Shape::kPipelined) {
       p.ctas_per_row = g.cluster;
