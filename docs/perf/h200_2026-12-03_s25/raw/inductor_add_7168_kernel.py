@@ -47,14 +47,3 @@ def triton_red_fused__fused_rms_norm_add_0(in_ptr0, in_ptr1, in_ptr2, out_ptr1, 
         tmp21 = tmp20.to(tl.float32)
         tl.store(out_ptr1 + (r0_1 + 7168*x0), tmp21, r0_mask)
         tl.store(out_ptr2 + (r0_1 + 7168*x0), tmp10, r0_mask)
-''', device_str='cuda')
-
-def triton_red_fused__fused_rms_norm_add_0(in_ptr0, in_ptr1, in_ptr2, out_ptr1, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    xnumel = 4096
-    r0_numel = 8192
-    rnumel = r0_numel
-    RBLOCK: tl.constexpr = R0_BLOCK
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
-    xmask = tl.full([XBLOCK], True, tl.int1)[:, None]
-    r0_base = tl.arange(0, R0_BLOCK)[None, :]
