@@ -11,7 +11,8 @@
 #                                      (default 2) for each build, base first, and prints per
 #                                      result the best time of each, the ratio to the baseline
 #                                      each time, and new / base (also in $OUT/ab.txt).
-#                                      JSON and text under $OUT (default ./out).
+#                                      Each round's JSON and text and the build logs end up
+#                                      in $OUT/ab_runs.tar.gz (default $OUT: ./out).
 #   tools/ab.sh variant NAME PATCH...  here: this tree's tracked files with the PATCHes applied
 #                                      in order into ./ab_var/NAME (carry ["ab_base", "ab_var"]);
 #                                      `run` then builds and times every variant too
@@ -91,6 +92,10 @@ case "$cmd" in
     # a limited number of files).
     python3 "$root/tools/ab_summary.py" "$out" "$rounds" "$(cat "$root/ab_base/.ab_rev" 2>/dev/null || echo base)" \
       "${sides[@]}" | tee "$out/ab.txt"
+    # The rounds' files and the build logs then go into one archive, $OUT/ab_runs.tar.gz: the
+    # device tool returns at most 8 files, and what the caller runs after this needs the room.
+    (cd "$out" && shopt -s nullglob && files=(ab_build_*.log ab_*_[0-9]*.json ab_*_[0-9]*.txt) &&
+      tar -czf ab_runs.tar.gz "${files[@]}" && rm -f "${files[@]}")
     ;;
   *)
     echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
