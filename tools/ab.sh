@@ -95,7 +95,8 @@ case "$cmd" in
     # The rounds' files and the build logs then go into one archive, $OUT/ab_runs.tar.gz: the
     # device tool returns at most 8 files, and what the caller runs after this needs the room.
     (cd "$out" && shopt -s nullglob && files=(ab_build_*.log ab_*_[0-9]*.json ab_*_[0-9]*.txt) &&
-      tar -czf ab_runs.tar.gz "${files[@]}" && rm -f "${files[@]}")
+      tar -czf ab_runs.tar.gz "${files[@]}" && rm -f "${files[@]}") ||
+      echo "ab.sh: the rounds' files stay unpacked in $out" >&2
     ;;
   *)
     echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
