@@ -68,6 +68,9 @@ const char* const kHelp = R"(normtune tune [options]
                      it does not run (no cuDNN in the build, libcudnn missing, other ops)
     --reps N         timed repetitions per candidate (default 30)
     --verbose        print every candidate's time to stderr
+  Times are those of the general kernel running each layout; the line compiles the layout
+  with the hidden size fixed, which can run faster, by different amounts per layout. Where
+  the finalists are close, time the compiled lines with tools/ab.sh before choosing.
 )";
 
 namespace {
