@@ -1,5 +1,5 @@
 // register_all(): every op's general entries (the ops of kOps) and every shard of the tuned
-// tables; kernel_registry(), the process-wide registry filled by it.
+// tables (the sm_90 table in CUDA builds); kernel_registry(), the process-wide registry filled by it.
 #include <utility>
 
 #include <normtune/normtune.h>
@@ -20,17 +20,21 @@ void register_general_of_ops(Registry& registry, std::index_sequence<kOp...>) {
   (register_general<kOps[kOp].norm, kOps[kOp].stage>(registry), ...);
 }
 
+#ifdef NORMTUNE_WITH_SM90_TABLE
 template <bool kBackward, int... kShards>
 void register_tuned_sm90_shards(Registry& registry, std::integer_sequence<int, kShards...>) {
   (register_tuned_sm90<kBackward, kShards>(registry), ...);
 }
+#endif
 
 }  // namespace
 
 void register_all(Registry& registry) {
   register_general_of_ops(registry, std::make_index_sequence<kNumOps>{});
+#ifdef NORMTUNE_WITH_SM90_TABLE  // CUDA builds (normalization/CMakeLists.txt)
   register_tuned_sm90_shards<false>(registry, std::make_integer_sequence<int, NORMTUNE_TUNED_SHARDS>{});
   register_tuned_sm90_shards<true>(registry, std::make_integer_sequence<int, NORMTUNE_TUNED_SHARDS>{});
+#endif
 #ifdef NORMTUNE_WITH_CUDNN
   register_cudnn_entries(registry);
 #endif
