@@ -19,6 +19,13 @@
 #                                      (build-ab-var-NAME; each a whole build: about 90 s on 16
 #                                      cores) in the same rounds, and prints var-NAME / base per
 #                                      result: several patches measured in one call.
+#   tools/ab.sh variant-lines NAME LINE...|-
+#                                      here: the same with table lines instead of patches:
+#                                      each NORMTUNE_TUNED line (as `normtune tune` prints it;
+#                                      `-`: from stdin) replaces the line of its key in
+#                                      registry/tuned/sm90.def or is appended
+#                                      (tools/def_lines.py); to make this tree a variant, run
+#                                      tools/def_lines.py registry/tuned/sm90.def LINE... here.
 #   tools/ab.sh clean-variants         here: removes ./ab_var.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +56,19 @@ case "$cmd" in
       fi
     done
     echo "ab_var/$name: this tree + ${*:3}; on the device: carry [\"ab_base\", \"ab_var\"]"
+    ;;
+  variant-lines)
+    name="${2:?usage: tools/ab.sh variant-lines NAME LINE...|-}"
+    [[ -n "${3:-}" ]] || { echo "usage: tools/ab.sh variant-lines NAME LINE...|-" >&2; exit 1; }
+    [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
+    dir="$root/ab_var/$name"
+    rm -rf "$dir" && mkdir -p "$dir"
+    git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+    if ! python3 "$root/tools/def_lines.py" "$dir/registry/tuned/sm90.def" "${@:3}"; then
+      rm -rf "$dir"
+      exit 1
+    fi
+    echo "ab_var/$name: this tree with those lines; on the device: carry [\"ab_base\", \"ab_var\"]"
     ;;
   clean-variants)
     rm -rf "$root/ab_var"
@@ -99,7 +119,7 @@ case "$cmd" in
       echo "ab.sh: the rounds' files stay unpacked in $out" >&2
     ;;
   *)
-    echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
+    echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | variant-lines NAME LINE...|- | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
     exit 1
     ;;
 esac
