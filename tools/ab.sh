@@ -30,6 +30,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cmd="${1:-}"
+# variant, variant-lines: checks NAME and that something follows it, then copies this tree's
+# tracked files into $dir = ./ab_var/NAME (sets name and dir).
+new_variant_dir() {
+  local usage="$1"
+  name="${2:-}"
+  [[ -n "$name" && -n "${3:-}" ]] || { echo "usage: tools/ab.sh $usage" >&2; exit 1; }
+  [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
+  dir="$root/ab_var/$name"
+  rm -rf "$dir" && mkdir -p "$dir"
+  git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+}
 case "$cmd" in
   prepare)
     rev="${2:?usage: tools/ab.sh prepare REV}"
@@ -40,12 +51,7 @@ case "$cmd" in
     echo "ab_base: $(cat "$root/ab_base/.ab_rev"); on the device: carry [\"ab_base\"] (and the usual paths)"
     ;;
   variant)
-    name="${2:?usage: tools/ab.sh variant NAME PATCH...}"
-    [[ -n "${3:-}" ]] || { echo "usage: tools/ab.sh variant NAME PATCH..." >&2; exit 1; }
-    [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
-    dir="$root/ab_var/$name"
-    rm -rf "$dir" && mkdir -p "$dir"
-    git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+    new_variant_dir "$cmd NAME PATCH..." "${@:2}"
     # (From the root with --directory: run inside ab_var/NAME, which lies in this repository,
     # git apply would skip every path outside that folder, silently.)
     for patch in "${@:3}"; do
@@ -58,12 +64,7 @@ case "$cmd" in
     echo "ab_var/$name: this tree + ${*:3}; on the device: carry [\"ab_base\", \"ab_var\"]"
     ;;
   variant-lines)
-    name="${2:?usage: tools/ab.sh variant-lines NAME LINE...|-}"
-    [[ -n "${3:-}" ]] || { echo "usage: tools/ab.sh variant-lines NAME LINE...|-" >&2; exit 1; }
-    [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
-    dir="$root/ab_var/$name"
-    rm -rf "$dir" && mkdir -p "$dir"
-    git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+    new_variant_dir "$cmd NAME LINE...|-" "${@:2}"
     if ! python3 "$root/tools/def_lines.py" "$dir/registry/tuned/sm90.def" "${@:3}"; then
       rm -rf "$dir"
       exit 1
