@@ -69,9 +69,9 @@ const char* const kHelp = R"(normtune tune [options]
     --reps N         timed repetitions per candidate (default 30)
     --verbose        print every candidate's time to stderr
   Times are those of the general kernel running each layout; the line compiles the layout
-  with its hidden size, threads per row and cluster size fixed, which can run faster, by
-  different amounts per layout. Where the finalists are close, time the compiled lines with
-  tools/ab.sh before choosing.
+  with its hidden size, threads per row, cluster size (and, staged, vectors per thread)
+  fixed, which can run faster, by different amounts per layout. Where the finalists are
+  close, time the compiled lines with tools/ab.sh before choosing.
 )";
 
 namespace {
