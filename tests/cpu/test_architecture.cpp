@@ -125,6 +125,21 @@ TEST(PlanText, Backward) {
   // A registers plan never names a cluster (canonical: the field does not apply).
   EXPECT_EQ(canonical(BwdPlan{.vecs_per_thread = 2, .threads_per_row = 64, .ctas_per_row = 3}),
             (BwdPlan{.vecs_per_thread = 2, .threads_per_row = 64}));
+
+  // Row groups of a one-CTA pipelined plan are named where there are several; one group (the
+  // default) leaves the text as before.
+  const BwdPlan groups{.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 256,
+                       .rows_per_cta = 2, .ctas_per_row = 1};
+  EXPECT_EQ(def_config(groups),
+            "(.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 256, .rows_per_cta = 2, "
+            ".ctas_per_row = 1)");
+  EXPECT_EQ(config_string(groups), "layout=pipelined vecs_per_thread=2 threads_per_row=256 rows_per_cta=2 ctas_per_row=1");
+  EXPECT_EQ(name_tags(groups), "_pipelined_n2_g256_r2_c1");
+  EXPECT_EQ(canonical(groups), groups);
+  BwdPlan one = groups;
+  one.rows_per_cta = 1;
+  EXPECT_EQ(name_tags(one), "_pipelined_n2_g256_c1");
+  EXPECT_EQ(config_string(one), "layout=pipelined vecs_per_thread=2 threads_per_row=256 ctas_per_row=1");
 }
 
 TEST(PlanText, TunedTableLine) {
@@ -330,6 +345,17 @@ TEST(Planner, TheTunerTimesThePipelinedBackwardOnOneCtaFromMidRows) {
   for (int g : {32, 64, 128}) {
     EXPECT_FALSE(has(1000, 8, g, 2)) << g;  // 125 vectors
   }
+  // And in row groups of 2..4 (one partial row per CTA), within a CTA's threads.
+  auto has_groups = [](int hidden, int g, int n, int r) {
+    const auto c = backward_plan_candidates(hidden, 8, 32, kMaxCtasPerRow);
+    return std::find(c.begin(), c.end(),
+                     BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = g,
+                             .rows_per_cta = r, .ctas_per_row = 1}) != c.end();
+  };
+  EXPECT_TRUE(has_groups(4096, 256, 2, 2));
+  EXPECT_TRUE(has_groups(4096, 128, 4, 4));
+  EXPECT_TRUE(has_groups(1536, 96, 2, 4));
+  EXPECT_FALSE(has_groups(4096, 256, 2, 3));  // 768 threads
   // The heuristic is unchanged by it: the register layouts at these sizes.
   EXPECT_EQ(plan_backward(4096, 8).layout, BwdLayout::kRegisters);
   EXPECT_EQ(plan_backward(7168, 8).layout, BwdLayout::kRegisters);
@@ -551,6 +577,28 @@ TEST(Planner, BackwardLongRowsArePipelinedOverAClusterWhereTheDeviceHasClusters)
   // Rows one CTA holds in registers are unchanged.
   EXPECT_EQ(plan_backward(16384, 8, true), plan_backward(16384, 8, false));
   EXPECT_EQ(plan_backward(16384, 8, true).layout, BwdLayout::kRegisters);
+}
+
+TEST(Planner, BackwardPipelinedRowGroupsNeedOneCtaPerRowAndFitACta) {
+  const BwdPlan p{.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 256, .rows_per_cta = 2,
+                  .ctas_per_row = 1};
+  EXPECT_TRUE(plan_fits(p, 4096, 8, false));
+  BwdPlan q = p;
+  q.ctas_per_row = 2;  // a row over a cluster: one row group
+  EXPECT_FALSE(plan_fits(q, 8192, 8, true));
+  q = p;
+  q.rows_per_cta = 3;  // 768 threads
+  EXPECT_FALSE(plan_fits(q, 4096, 8, false));
+  q = BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 32, .rows_per_cta = 9,
+              .ctas_per_row = 1};
+  EXPECT_TRUE(plan_fits(BwdPlan{q.layout, 4, 32, kMaxBwdRowGroups, 1}, 1024, 8, false));
+  EXPECT_FALSE(plan_fits(q, 1024, 8, false));  // a named barrier per group: at most kMaxBwdRowGroups
+  q.rows_per_cta = 0;
+  EXPECT_FALSE(plan_fits(q, 1024, 8, false));
+  // Two stages per group.
+  BwdPlan single = p;
+  single.rows_per_cta = 1;
+  EXPECT_EQ(pipelined_backward_min_smem(p) - 2048, 2 * (pipelined_backward_min_smem(single) - 2048));
 }
 
 TEST(Planner, BackwardPipelinedPlansFitTheDevicesSharedMemory) {

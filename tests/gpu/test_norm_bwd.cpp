@@ -272,18 +272,21 @@ TEST_F(NormBwdGpu, BackToBackCallsOnOneStreamReadEachOthersResults) {
 // reduction) to 512 threads, 2 and 4 vectors per thread, rows that leave the last CTA's slice
 // partly empty, row counts from 1 to many per cluster (each ring stage reused; the grid
 // bounded to 1..3 SMs), every variant, bf16, fp16 and fp32 (4-element vectors), zero-centered
-// gamma and dx in place of dz; each result bitwise the same on a second run.
+// gamma and dx in place of dz; each result bitwise the same on a second run. One CTA per row
+// in row groups (rows_per_cta 2..5): groups past the last row (1 and 37 rows on the whole
+// device), uneven row counts per group.
 struct BwdPipelinedCase {
   size_t hidden;
   int ctas, threads, vecs;
   DType t;
+  int groups = 1;
 };
 class BwdPipelinedEveryShapeGpu : public NormBwdGpu, public ::testing::WithParamInterface<BwdPipelinedCase> {};
 
 TEST_P(BwdPipelinedEveryShapeGpu, ThroughTheOverride) {
   const BwdPipelinedCase& k = GetParam();
   const BwdPlan plan{.layout = BwdLayout::kPipelined, .vecs_per_thread = k.vecs, .threads_per_row = k.threads,
-                     .ctas_per_row = k.ctas};
+                     .rows_per_cta = k.groups, .ctas_per_row = k.ctas};
   const bool clusters = device_info(current_device()).supports_clusters;
   if (plan.ctas_per_row > 1 && !clusters) GTEST_SKIP() << "no thread-block clusters";
   const int vec = k.t == DType::kFloat32 ? 4 : 8;
@@ -325,10 +328,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BwdPipelinedCase{32768, 4, 512, 2, DType::kBFloat16}, BwdPipelinedCase{262144, 16, 512, 4, DType::kBFloat16},
                       // One CTA at mid rows, as the tuner's candidates from 128 vectors up: three
                       // warps over 129 vectors; fp32 with 4 vectors per thread.
-                      BwdPipelinedCase{1032, 1, 96, 2, DType::kBFloat16}, BwdPipelinedCase{4096, 1, 256, 4, DType::kFloat32}),
+                      BwdPipelinedCase{1032, 1, 96, 2, DType::kBFloat16}, BwdPipelinedCase{4096, 1, 256, 4, DType::kFloat32},
+                      // Row groups: two of 256 threads, five of three warps, three one-warp
+                      // groups (no barrier in their reduction), fp32 in four groups.
+                      BwdPipelinedCase{4096, 1, 256, 2, DType::kBFloat16, 2},
+                      BwdPipelinedCase{1536, 1, 96, 2, DType::kBFloat16, 5},
+                      BwdPipelinedCase{1000, 1, 32, 4, DType::kFloat16, 3},
+                      BwdPipelinedCase{2048, 1, 128, 4, DType::kFloat32, 4}),
     [](const ::testing::TestParamInfo<BwdPipelinedCase>& i) {
       const BwdPipelinedCase& k = i.param;
-      return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t));
+      return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t),
+                            k.groups > 1 ? detail::concat("_r", k.groups) : std::string());
     });
 
 // Forward then backward on a small fp32 problem; the gradient of L = sum(z * w) must match

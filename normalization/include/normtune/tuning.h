@@ -27,6 +27,9 @@ inline constexpr int kMaxCtaThreads = 512;
 // attribute (set on the kernels that may use it), 8 without.
 inline constexpr int kMaxCtasPerRow = 16;
 inline constexpr int kMaxPortableCtasPerRow = 8;
+// Row groups of a pipelined backward CTA (BwdPlan::rows_per_cta): each reduces its rows on a
+// named barrier of its own (ids 1..15 besides __syncthreads' 0).
+inline constexpr int kMaxBwdRowGroups = 8;
 
 // ---- forward ----------------------------------------------------------------------------
 enum class FwdLayout : uint8_t {
@@ -70,7 +73,9 @@ struct BwdPlan {
   BwdLayout layout = BwdLayout::kRegisters;
   int vecs_per_thread = 1;  // registers, pipelined: 16-byte vectors of x and of dz each thread holds
   int threads_per_row = 1;  // registers, pipelined: threads sharing a row (pipelined: the CTA)
-  int rows_per_cta = 1;     // registers layout: rows a CTA holds at once
+  int rows_per_cta = 1;     // registers layout: rows a CTA holds at once; pipelined with one CTA per
+                            // row: row groups of threads_per_row threads, each walking its own rows
+                            // with its own ring, their partials summed into one partial row per CTA
   int ctas_per_row = 1;     // pipelined layout: CTAs sharing a row (a thread-block cluster when > 1)
 
   constexpr bool operator==(const BwdPlan&) const = default;
@@ -99,6 +104,9 @@ constexpr bool fwd_walks_rows(const FwdPlan& p) {
 constexpr bool fwd_staged(const FwdPlan& p) { return p.layout == FwdLayout::kStaged; }
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
 constexpr bool bwd_pipelined(const BwdPlan& p) { return p.layout == BwdLayout::kPipelined; }
+// rows_per_cta: the register layout's, and the pipelined layout's row groups where there are
+// several (one group, the default, is left out of its lines and names).
+constexpr bool bwd_row_groups(const BwdPlan& p) { return bwd_registers(p) || (bwd_pipelined(p) && p.rows_per_cta != 1); }
 constexpr bool bwd_holds_row(const BwdPlan& p) { return p.layout != BwdLayout::kColumns; }
 constexpr bool always(const FwdPlan&) { return true; }
 constexpr const char* fwd_layout_name(int v, bool cpp) {
@@ -145,7 +153,7 @@ inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {
      [](const BwdPlan&) { return true; }, detail::bwd_layout_name, false},
     NORMTUNE_PLAN_INT(BwdPlan, vecs_per_thread, "n", detail::bwd_holds_row),
     NORMTUNE_PLAN_INT(BwdPlan, threads_per_row, "g", detail::bwd_holds_row),
-    NORMTUNE_PLAN_INT(BwdPlan, rows_per_cta, "r", detail::bwd_registers),
+    NORMTUNE_PLAN_INT(BwdPlan, rows_per_cta, "r", detail::bwd_row_groups),
     NORMTUNE_PLAN_INT(BwdPlan, ctas_per_row, "c", detail::bwd_pipelined),
 };
 

@@ -34,19 +34,16 @@ namespace normtune {
 template <typename Traits, typename Shape>
 using BwdRing = SliceRing<Vec<typename Traits::Input, Shape::kVec>, Shape::kN, 2>;
 
-// The dgamma (and dbeta) partials of the P CTAs of this cluster, each over every column of
-// the rows it walked, summed in rank order into partial row `partial_row`: each CTA stages its
-// K x hidden floats in `scratch` (its own shared memory, free: the ring has drained), and CTA
-// r sums and writes the r-th of P column ranges. Every thread of every CTA of the cluster
-// calls it; no CTA leaves while another may still read its shared memory.
+// Stages this thread's dgamma (and dbeta) partials of every column it holds in `scratch`
+// ([K][hidden] floats: vector v of output o at o * hidden + v * kVec), after a CTA barrier
+// (every thread's last reads of the ring are done: scratch overlaps it).
 template <typename Traits, int kVec, int N>
-__device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const GradAccum<Traits, kVec> (&acc)[N],
-                                                     float* scratch, int G, int nvec, int P, int64_t partial_row) {
+__device__ __forceinline__ void stage_partials(const GradAccum<Traits, kVec> (&acc)[N], float* scratch, int G, int t,
+                                               int nvec) {
   constexpr int K = Traits::kOutputs;
   static_assert(kVec % 4 == 0, "partials staged and summed four floats at a time");
   const int hidden = nvec * kVec;
-  const int t = static_cast<int>(threadIdx.x);
-  __syncthreads();  // every thread's last reads of the ring are done
+  __syncthreads();
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int v = i * G + t;
@@ -61,6 +58,33 @@ __device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const G
       }
     }
   }
+}
+
+// Four floats of partial row `partial_row` of output o (quad q of its columns).
+__device__ __forceinline__ void store_partial_quad(const BwdParams& p, int o, int64_t partial_row, int q, float4 sum) {
+  *reinterpret_cast<float4*>(p.partials + (static_cast<int64_t>(o) * p.programs + partial_row) * p.row_stride + 4 * q) =
+      sum;
+}
+
+__device__ __forceinline__ void add_quad(float4& sum, const float4& u) {
+  sum.x += u.x;
+  sum.y += u.y;
+  sum.z += u.z;
+  sum.w += u.w;
+}
+
+// The dgamma (and dbeta) partials of the P CTAs of this cluster, each over every column of
+// the rows it walked, summed in rank order into partial row `partial_row`: each CTA stages its
+// K x hidden floats in `scratch` (its own shared memory, free: the ring has drained), and CTA
+// r sums and writes the r-th of P column ranges. Every thread of every CTA of the cluster
+// calls it; no CTA leaves while another may still read its shared memory.
+template <typename Traits, int kVec, int N>
+__device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const GradAccum<Traits, kVec> (&acc)[N],
+                                                     float* scratch, int G, int nvec, int P, int64_t partial_row) {
+  constexpr int K = Traits::kOutputs;
+  const int hidden = nvec * kVec;
+  const int t = static_cast<int>(threadIdx.x);
+  stage_partials<Traits, kVec, N>(acc, scratch, G, t, nvec);
   platform::cluster_arrive_release();
   platform::cluster_wait_acquire();  // every CTA's partials are staged
   const int rank = platform::cluster_rank();
@@ -72,18 +96,36 @@ __device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const G
     for (int o = 0; o < K; ++o) {
       float4 sum = *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, 0);
       for (int r = 1; r < P; ++r) {
-        const float4 u = *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, r);
-        sum.x += u.x;
-        sum.y += u.y;
-        sum.z += u.z;
-        sum.w += u.w;
+        add_quad(sum, *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, r));
       }
-      *reinterpret_cast<float4*>(p.partials + (static_cast<int64_t>(o) * p.programs + partial_row) * p.row_stride +
-                                 4 * q) = sum;
+      store_partial_quad(p, o, partial_row, q, sum);
     }
   }
   platform::cluster_arrive_release();
   platform::cluster_wait_acquire();
+}
+
+// The same within one CTA of R row groups (each walking its own rows over every column): the
+// groups' partials staged side by side in the drained ring ([group][K][hidden]), then summed
+// in group order by all the CTA's threads into partial row `partial_row`.
+template <typename Traits, int kVec, int N>
+__device__ __forceinline__ void cta_sum_partials(const BwdParams& p, const GradAccum<Traits, kVec> (&acc)[N],
+                                                 float* scratch, int G, int t, int group, int R, int nvec,
+                                                 int64_t partial_row) {
+  constexpr int K = Traits::kOutputs;
+  const int hidden = nvec * kVec;
+  stage_partials<Traits, kVec, N>(acc, scratch + static_cast<int64_t>(group) * K * hidden, G, t, nvec);
+  __syncthreads();  // every group's partials are staged
+  const int quads = hidden / 4;
+  for (int q = static_cast<int>(threadIdx.x); q < quads; q += static_cast<int>(blockDim.x)) {
+#pragma unroll
+    for (int o = 0; o < K; ++o) {
+      const float4* at = reinterpret_cast<const float4*>(scratch + o * hidden) + q;
+      float4 sum = at[0];
+      for (int r = 1; r < R; ++r) add_quad(sum, at[static_cast<int64_t>(r) * K * hidden / 4]);
+      store_partial_quad(p, o, partial_row, q, sum);
+    }
+  }
 }
 
 // One 512-thread CTA per SM (128 registers): x and dz live in shared memory, the registers
@@ -107,22 +149,32 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
-  const int G = Shape::kG ? Shape::kG : static_cast<int>(blockDim.x);  // one row per CTA
+  const int G = Shape::kG ? Shape::kG : p.threads_per_row;  // threads of a row (of its slice)
   const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
+  // Row groups of the CTA (one CTA per row only): group `group` of G threads walks its own
+  // rows with its own ring, as a CTA of G threads would.
+  const int R = C == 1 ? static_cast<int>(blockDim.x) / G : 1;
+  const int group = R > 1 ? static_cast<int>(threadIdx.x) / G : 0;
   const int nvec = hidden / kVec;
   const int slice = N * G;
   const int S = p.stages;
-  const int t = threadIdx.x;
+  const int t = static_cast<int>(threadIdx.x) - group * G;
   const int rank = C > 1 ? platform::cluster_rank() : 0;
-  const int64_t program = blockIdx.x / C;
-  const int64_t row_step = gridDim.x / C;
+  // The CTA's rows: first, first + row_step, ...; group r takes the r-th after each. Every
+  // group of the CTA makes the same number of steps (a group past the last row idles through
+  // its last), so that the CTA-wide barriers where there are no named ones (AMD) match up.
+  const int64_t first = C > 1 ? blockIdx.x / C : int64_t{blockIdx.x} * R;
+  const int64_t row_step = int64_t{gridDim.x} / C * R;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
+  const int barrier = R > 1 ? 1 + group : 0;  // the group's own (named) barrier
 
   exchange.begin(S, C);
 
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
-  // The ring: x and dz of the next S rows.
-  const BwdRing<Traits, Shape> ring{reinterpret_cast<char*>(bwd_ring), slice, G, t, rank * slice, nvec};
+  // The ring: x and dz of the group's next S rows.
+  using Ring = BwdRing<Traits, Shape>;
+  const Ring ring{reinterpret_cast<char*>(bwd_ring) + static_cast<size_t>(group) * S * Ring::stage_bytes(slice),
+                  slice, G, t, rank * slice, nvec};
   const I* const inputs[2] = {static_cast<const I*>(p.x), static_cast<const I*>(p.dz)};
   auto issue = [&](int64_t row, int s) { ring.issue(inputs, row, p.rows, hidden, s); };
 
@@ -147,10 +199,12 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // The row's statistics are loaded a row ahead, and the added gradient's slice before the
   // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
   BwdMath<Traits, kShift> m_next{};
-  if (program < p.rows) m_next = bwd_math<Traits, kShift>(p, program);
-  for (int s = 0; s < S; ++s) issue(program + s * row_step, s);
+  if (first + group < p.rows) m_next = bwd_math<Traits, kShift>(p, first + group);
+  for (int s = 0; s < S; ++s) issue(first + group + s * row_step, s);
   int j = 0;
-  for (int64_t row = program; row < p.rows; row += row_step, ++j) {
+  for (int64_t base = first; base < p.rows; base += row_step, ++j) {
+    const int64_t row = base + group;
+    const bool have = R == 1 || row < p.rows;  // (R = 1: base is the row)
     const int s = j % S;
     const BwdMath<Traits, kShift> m = m_next;
     if (row + row_step < p.rows) m_next = bwd_math<Traits, kShift>(p, row + row_step);
@@ -158,7 +212,9 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
     if constexpr (Traits::kAddGrad) {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        if (vec_of(i) < nvec) a[i] = load_add<Traits, kVec>(p, row * hidden + static_cast<int64_t>(vec_of(i)) * kVec);
+        if (have && vec_of(i) < nvec) {
+          a[i] = load_add<Traits, kVec>(p, row * hidden + static_cast<int64_t>(vec_of(i)) * kVec);
+        }
       }
     }
     ring.wait(S);  // row j's copies (this thread's) have landed
@@ -167,7 +223,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
     Floats<K> part{};
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      if (vec_of(i) < nvec) {
+      if (have && vec_of(i) < nvec) {
         float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
         unpack_floats(xs[i * G + t], xf);
         unpack_floats(xs[slice + i * G + t], dzf);
@@ -182,14 +238,14 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
         acc[i].add_of_y(yf, dzf);
       }
     }
-    part = group_reduce(part, AddOp{}, G, 1, smem, phase);
+    part = group_reduce(part, AddOp{}, G, 1, smem, phase, barrier);
     part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
     const float c1 = part.v[0] * inv_hidden;
     const float c2 = Traits::kRmsNorm ? 0.f : part.v[K - 1] * inv_hidden;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const int v = vec_of(i);
-      if (v < nvec) {
+      if (have && v < nvec) {
         const int64_t off = row * hidden + static_cast<int64_t>(v) * kVec;
         if constexpr (kHoldDy) {
           store_dx_of_dy<Traits, kVec>(p, off, m, xs[i * G + t], dy_r[i], c1, c2, a[i]);
@@ -210,7 +266,13 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
     cluster_sum_partials<Traits, kVec, N>(p, acc, reinterpret_cast<float*>(bwd_ring), G, nvec, P, blockIdx.x / P);
     return;
   }
-  // This CTA's columns of partial row `program`.
+  // R row groups: theirs summed into the CTA's row.
+  if (R > 1) {
+    cta_sum_partials<Traits, kVec, N>(p, acc, reinterpret_cast<float*>(bwd_ring), G, t, group, R, nvec, blockIdx.x);
+    return;
+  }
+  // This CTA's columns of partial row `program` (the cluster).
+  const int64_t program = first;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int v = vec_of(i);

@@ -93,9 +93,13 @@ __device__ __forceinline__ Floats<K> butterfly(Floats<K> s, Op op, int width, in
 // reduction, and cluster_exit() before it returns.
 // `phase` counts this CTA's reductions so far, identically in all its threads. op(lo, hi)
 // always gets the lower-numbered partial first.
+// `barrier`: 0, a group wider than a warp waits with the whole CTA (__syncthreads; every group
+// of the CTA reduces at once); else named barrier `barrier` of the group's threads alone
+// (platform::group_barrier: groups reduce independently; `phase` then counts this group's
+// reductions, cluster must be 1).
 template <int K, typename Op>
 __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group, int cluster,
-                                                  ReduceSmem<K>& smem, int& phase) {
+                                                  ReduceSmem<K>& smem, int& phase, int barrier = 0) {
   const int lane = threadIdx.x % kWarp;
   s = butterfly<kWarp>(s, op, group < kWarp ? group : kWarp, lane);
   if (group <= kWarp && cluster == 1) return s;
@@ -108,7 +112,11 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
 #pragma unroll
       for (int k = 0; k < K; ++k) smem.warp_parts[buf][warp][k] = s.v[k];
     }
-    __syncthreads();
+    if (barrier == 0) {
+      __syncthreads();
+    } else {
+      platform::group_barrier(barrier, group);
+    }
     // The group's W warp partials combined by a butterfly over the lanes (log2 W steps, not
     // a chain of W - 1): lane l takes partial l mod P (P the power of two >= W; past W the
     // op's identity, all zeros), so every aligned run of P lanes, in every warp of the group,

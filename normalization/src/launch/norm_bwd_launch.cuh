@@ -8,7 +8,8 @@
 // CTAs resident per SM, and by the row tiles), the clusters of the pipelined kernel (as many
 // as are resident at once within that bound, at most one per row; with one CTA per row, its
 // CTAs in clusters of kBwdPartialCluster or 2 where those are all resident at once, one partial
-// row per cluster), or the row ranges of the column kernel. The size query and the real call
+// row per cluster, or a CTA of rows_per_cta row groups, one partial row per CTA), or the row
+// ranges of the column kernel. The size query and the real call
 // compute it from the same arguments, so they agree.
 #pragma once
 
@@ -38,10 +39,10 @@ inline constexpr int kBwdColumnCtasPerSm = 4;
 
 struct BwdGeometry {
   int64_t grid = 0;            // main kernel CTAs (register-resident, pipelined) or row-terms CTAs
-  int threads = 0;             // register-resident: G x R; pipelined: G
+  int threads = 0;             // register-resident: G x R; pipelined: G x R (R row groups, one CTA per row)
   size_t smem = 0;             // register-resident, pipelined: dynamic shared memory
   int cluster = 1;             // pipelined: CTAs per row
-  int stages = 0;              // pipelined: rows in flight per CTA (the ring holds smem / stage bytes)
+  int stages = 0;              // pipelined: rows in flight per row group (its ring: smem / R / stage bytes)
   int partial_cluster = 1;     // pipelined, one CTA per row: CTAs summing their partials on chip
   int column_tiles = 0;        // long rows: CTAs across the columns
   int programs = 0;            // partial rows
@@ -84,14 +85,16 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     using Ring = BwdRing<Traits, Shape>;
     constexpr auto kernel = norm_bwd_pipelined_kernel<Traits, Shape>;
     const size_t limit = prepare_cluster_smem_kernel<kernel>();
-    g.threads = plan.threads_per_row;
+    // R row groups of G threads per CTA (one CTA per row), each with its own ring.
+    const int R = plan.ctas_per_row == 1 ? plan.rows_per_cta : 1;
+    g.threads = plan.threads_per_row * R;
     g.cluster = plan.ctas_per_row;
     // As many stages (up to kMaxPipelineStages) as fit the budget and the device, at least two
     // (the planner keeps to plans whose two stages fit: pipelined_backward_min_smem).
     const int slice = plan.vecs_per_thread * plan.threads_per_row;
-    g.stages = static_cast<int>(std::clamp<size_t>(std::min(kBwdPipelinedSmemBudget, limit) / Ring::stage_bytes(slice), 2,
-                                                   kMaxPipelineStages));
-    g.smem = g.stages * Ring::stage_bytes(slice);
+    g.stages = static_cast<int>(std::clamp<size_t>(
+        std::min(kBwdPipelinedSmemBudget, limit) / (R * Ring::stage_bytes(slice)), 2, kMaxPipelineStages));
+    g.smem = static_cast<size_t>(R) * g.stages * Ring::stage_bytes(slice);
     NORMTUNE_CHECK(g.smem <= limit, "backward plan ", config_string(plan), ": ", g.smem,
                    " bytes of shared memory per CTA, the device allows ", limit);
     int64_t clusters = 0;
@@ -104,10 +107,10 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     } else {
       clusters = sm_bound * resident_ctas_per_sm<kernel>(g.threads, g.smem);
     }
-    clusters = std::max<int64_t>(1, std::min<int64_t>(clusters, p.rows));
+    clusters = std::max<int64_t>(1, std::min<int64_t>(clusters, (p.rows + R - 1) / R));
     g.grid = clusters * g.cluster;
     g.programs = static_cast<int>(clusters);
-    if (Traits::kOutputs == 2 && g.cluster == 1 && args.clusters) {
+    if (Traits::kOutputs == 2 && g.cluster == 1 && R == 1 && args.clusters) {
       // LayerNorm only: measured on the H200 (session 21, bf16, best of 2), summing on chip took
       // LayerNorm 4096x4096 39.2 -> 38.1 us and 128x7168 9.7 -> 7.5 us per call in a graph, but
       // RMSNorm's one partial row is cheaper to write than the cluster's exchange: 128x7168 5.7 ->
@@ -132,7 +135,7 @@ BwdGeometry bwd_geometry(const BwdArgs& args, const BwdPlan& plan) {
     // Measured per call in a CUDA graph (H200, session 23, same build, best of 2): RMSNorm 1x4096
     // 3.09 -> 3.04 us, 1x7168 3.69 -> 3.56, bwd_add 1x7168 3.87 -> 3.70; 128 rows and the
     // throughput shapes within 1%.
-    const int64_t walkers = g.grid / g.cluster;
+    const int64_t walkers = g.grid / g.cluster * R;
     const int64_t rows_per_walker = (p.rows + walkers - 1) / walkers;
     g.stages = static_cast<int>(std::clamp<int64_t>(rows_per_walker, g.cluster > 1 ? 2 : 1, g.stages));
   } else if constexpr (Shape::kN > 0) {

@@ -251,7 +251,8 @@ int bwd_pipelined_ctas(int nvec, int vecs) { return ceil_div(nvec, vecs * kMaxCt
 size_t pipelined_backward_min_smem(const BwdPlan& plan) {
   constexpr size_t kStaticReserve = 2048;  // the row reduction's and the cluster exchange's slots
   const size_t slice = static_cast<size_t>(plan.vecs_per_thread) * plan.threads_per_row;
-  return 2 * 2 * slice * 16 + kStaticReserve;  // two stages of x and dz, 16-byte vectors
+  // two stages of x and dz per row group, 16-byte vectors
+  return static_cast<size_t>(std::max(plan.rows_per_cta, 1)) * 2 * 2 * slice * 16 + kStaticReserve;
 }
 
 BwdPlan plan_backward(int hidden, int vec, bool clusters, size_t smem_per_cta) {
@@ -285,9 +286,12 @@ bool plan_fits(const BwdPlan& p, int hidden, int vec, bool clusters) {
   if (p.layout == BwdLayout::kColumns) return true;  // any row
   const int nvec = ceil_div(hidden, vec);
   if (p.layout == BwdLayout::kPipelined) {
-    // 16-byte vectors, 2 or 4 per thread, whole warps, one row per CTA.
+    // 16-byte vectors, 2 or 4 per thread, whole warps; one row per CTA, or with one CTA per row
+    // up to kMaxBwdRowGroups row groups (a named barrier each).
+    const bool groups_ok = p.rows_per_cta == 1 || (p.rows_per_cta >= 1 && p.rows_per_cta <= kMaxBwdRowGroups &&
+                                                   p.ctas_per_row == 1);
     return vec > 1 && (p.vecs_per_thread == 2 || p.vecs_per_thread == 4) && p.threads_per_row >= kWarpSize &&
-           p.threads_per_row % kWarpSize == 0 && p.threads_per_row <= kMaxCtaThreads && p.rows_per_cta == 1 &&
+           p.threads_per_row % kWarpSize == 0 && p.threads_per_row * p.rows_per_cta <= kMaxCtaThreads && groups_ok &&
            p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow && (p.ctas_per_row == 1 || clusters) &&
            p.vecs_per_thread * p.threads_per_row * p.ctas_per_row >= nvec;
   }
@@ -328,10 +332,14 @@ std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp, int
   // there are fewer programs per SM than with the register layouts, and fewer fp32 partial
   // rows of dgamma for the finalize to read (slices of at most 4 x kMaxCtaThreads vectors, as
   // above: two stages of x and dz in 128 KiB).
+  // And those CTAs in row groups of 2..4 (one partial row per CTA rather than per group).
   for (int n : {2, 4}) {
-    const BwdPlan plan = bwd_pipelined(1, threads_per_row_for(nvec, n, warp), n);
-    if (nvec >= 128 && plan_fits(plan, hidden, vec) && std::find(out.begin(), out.end(), plan) == out.end()) {
-      out.push_back(plan);
+    for (int r : {1, 2, 3, 4}) {
+      BwdPlan plan = bwd_pipelined(1, threads_per_row_for(nvec, n, warp), n);
+      plan.rows_per_cta = r;
+      if (nvec >= 128 && plan_fits(plan, hidden, vec) && std::find(out.begin(), out.end(), plan) == out.end()) {
+        out.push_back(plan);
+      }
     }
   }
   // And the heuristic's (its cluster need not be a power of two).

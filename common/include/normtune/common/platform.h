@@ -133,6 +133,8 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait_groups() {}
 // The lanes of a wavefront run in lockstep on gfx9: nothing to wait for.
 __device__ __forceinline__ void sync_warp() {}
+// No named barriers: the whole CTA waits (so every thread of the CTA must call it as often).
+__device__ __forceinline__ void group_barrier(int /*id*/, int /*threads*/) { __syncthreads(); }
 // Cluster transaction barriers: never reached (no clusters on AMD); defined so that the
 // kernels compile unchanged.
 __device__ __forceinline__ void mbarrier_init(uint64_t*, unsigned) {}
@@ -301,6 +303,12 @@ __device__ __forceinline__ int cluster_rank() {
 // The lanes of this warp wait for one another; their shared-memory accesses before it are
 // ordered before those after it.
 __device__ __forceinline__ void sync_warp() { __syncwarp(); }
+// A barrier of `threads` threads (whole warps) of the CTA on named barrier `id` (1..15; 0 is
+// __syncthreads'), ordering their shared-memory accesses as __syncthreads does: a group of
+// warps waits for itself alone. (AMD: the whole CTA, so every thread must call it as often.)
+__device__ __forceinline__ void group_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 // The two halves of a cluster barrier, so that work can go between them. Every thread of
 // every CTA of the cluster calls them alternately, arrive first. relaxed: orders nothing
 // (e.g. "this CTA has started"); release/acquire: the writes before the arrive (to any CTA's
