@@ -60,8 +60,22 @@ __device__ __forceinline__ void stage_partials(const GradAccum<Traits, kVec> (&a
   }
 }
 
-// Four floats of partial row `partial_row` of output o (quad q of its columns).
+// Four floats of partial row `partial_row` of output o (quad q of its columns); RMSNorm's one
+// program writing dgamma itself (p.direct_grads): those columns of dgamma, as the finalize
+// would round them.
+template <typename Traits>
 __device__ __forceinline__ void store_partial_quad(const BwdParams& p, int o, int64_t partial_row, int q, float4 sum) {
+  if constexpr (Traits::kOutputs == 1) {
+    if (p.direct_grads) {
+      using W = typename Traits::Weight;
+      W* out = static_cast<W*>(p.dgamma) + 4 * q;
+      out[0] = from_float<W>(0.f + sum.x);
+      out[1] = from_float<W>(0.f + sum.y);
+      out[2] = from_float<W>(0.f + sum.z);
+      out[3] = from_float<W>(0.f + sum.w);
+      return;
+    }
+  }
   *reinterpret_cast<float4*>(p.partials + (static_cast<int64_t>(o) * p.programs + partial_row) * p.row_stride + 4 * q) =
       sum;
 }
@@ -98,7 +112,7 @@ __device__ __forceinline__ void cluster_sum_partials(const BwdParams& p, const G
       for (int r = 1; r < P; ++r) {
         add_quad(sum, *platform::cluster_map_shared(reinterpret_cast<float4*>(scratch + o * hidden) + q, r));
       }
-      store_partial_quad(p, o, partial_row, q, sum);
+      store_partial_quad<Traits>(p, o, partial_row, q, sum);
     }
   }
   platform::cluster_arrive_release();
@@ -123,7 +137,7 @@ __device__ __forceinline__ void cta_sum_partials(const BwdParams& p, const GradA
       const float4* at = reinterpret_cast<const float4*>(scratch + o * hidden) + q;
       float4 sum = at[0];
       for (int r = 1; r < R; ++r) add_quad(sum, at[static_cast<int64_t>(r) * K * hidden / 4]);
-      store_partial_quad(p, o, partial_row, q, sum);
+      store_partial_quad<Traits>(p, o, partial_row, q, sum);
     }
   }
 }
