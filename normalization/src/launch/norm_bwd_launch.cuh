@@ -287,6 +287,10 @@ struct TunedBwd {
   static_assert(!kPipelined || (kPlan.threads_per_row <= kMaxCtaThreads && kPlan.ctas_per_row >= 1 &&
                                 kPlan.ctas_per_row <= kMaxCtasPerRow),
                 "a pipelined line: at most kMaxCtaThreads threads and kMaxCtasPerRow CTAs per row");
+  static_assert(!kPipelined || kPlan.rows_per_cta == 1 ||
+                    (kPlan.ctas_per_row == 1 && kPlan.rows_per_cta >= 1 && kPlan.rows_per_cta <= kMaxBwdRowGroups &&
+                     kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads),
+                "a pipelined line's row groups: one CTA per row, at most kMaxBwdRowGroups, kMaxCtaThreads threads");
   static_assert(!kRegisters || (kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.rows_per_cta >= 1),
                 "at most kMaxCtaThreads threads per CTA");
 
