@@ -60,9 +60,9 @@ struct BwdTraits {
 };
 
 // The compile-time part of a BwdPlan, as the kernels see it: 0 means "decided at run time";
-// kN == 0 is BwdLayout::kColumns, kPipelined BwdLayout::kPipelined (with kC CTAs per row),
-// else BwdLayout::kRegisters.
-template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, bool kPipelined_ = false, int kC_ = 0>
+// kN == 0 is BwdLayout::kColumns, kPipelined BwdLayout::kPipelined (with kC CTAs per row and,
+// with one, kR row groups per CTA), else BwdLayout::kRegisters.
+template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, bool kPipelined_ = false, int kC_ = 0, int kR_ = 0>
 struct BwdShape {
   static constexpr int kVec = kVec_;
   static constexpr int kN = kN_;
@@ -70,6 +70,7 @@ struct BwdShape {
   static constexpr int kG = kG_;
   static constexpr bool kPipelined = kPipelined_;
   static constexpr int kC = kC_;
+  static constexpr int kR = kR_;
 };
 
 inline constexpr int kBwdColumnThreads = 256;  // CTA of the column kernel

@@ -280,7 +280,7 @@ struct TunedBwd {
   static constexpr bool kPipelined = kPlan.layout == BwdLayout::kPipelined;
   static constexpr bool kHoldsRow = kRegisters || kPipelined;
   using Shape = BwdShape<kVec, kHoldsRow ? kPlan.vecs_per_thread : 0, kHidden, kHoldsRow ? kPlan.threads_per_row : 0,
-                         kPipelined, kPipelined ? kPlan.ctas_per_row : 0>;
+                         kPipelined, kPipelined ? kPlan.ctas_per_row : 0, kPipelined ? kPlan.rows_per_cta : 0>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
   static_assert(!kHoldsRow || kPlan.vecs_per_thread * kPlan.threads_per_row * (kPipelined ? kPlan.ctas_per_row : 1) * kVec >= kHidden,
                 "the tuned layout does not cover the row");
