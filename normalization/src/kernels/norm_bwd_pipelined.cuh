@@ -170,8 +170,8 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   const int G = Shape::kG ? Shape::kG : p.threads_per_row;  // threads of a row (of its slice)
   const int C = Shape::kC ? Shape::kC : p.ctas_per_row;
   // Row groups of the CTA (one CTA per row only): group `group` of G threads walks its own
-  // rows with its own ring, as a CTA of G threads would. (A tuned line's count is a constant:
-  // its one-group kernel is the kernel without groups.)
+  // rows with its own ring, as a CTA of G threads would. (kR: a tuned line's one group, a
+  // constant, so that its kernel is the kernel without groups; 0: at run time.)
   const int R = Shape::kR ? Shape::kR : C == 1 ? static_cast<int>(blockDim.x) / G : 1;
   const int group = R > 1 ? static_cast<int>(threadIdx.x) / G : 0;
   const int nvec = hidden / kVec;
