@@ -353,8 +353,9 @@ TEST(Planner, TheTunerTimesThePipelinedBackwardOnOneCtaFromMidRows) {
                              .rows_per_cta = r, .ctas_per_row = 1}) != c.end();
   };
   EXPECT_TRUE(has_groups(4096, 256, 2, 2));
-  EXPECT_TRUE(has_groups(4096, 128, 4, 4));
+  EXPECT_TRUE(has_groups(2048, 128, 2, 4));
   EXPECT_TRUE(has_groups(1536, 96, 2, 4));
+  EXPECT_FALSE(has_groups(4096, 128, 4, 4));  // 4 vectors per thread: one group
   EXPECT_FALSE(has_groups(4096, 256, 2, 3));  // 768 threads
   // The heuristic is unchanged by it: the register layouts at these sizes.
   EXPECT_EQ(plan_backward(4096, 8).layout, BwdLayout::kRegisters);
@@ -589,12 +590,16 @@ TEST(Planner, BackwardPipelinedRowGroupsNeedOneCtaPerRowAndFitACta) {
   q = p;
   q.rows_per_cta = 3;  // 768 threads
   EXPECT_FALSE(plan_fits(q, 4096, 8, false));
-  q = BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 32, .rows_per_cta = 9,
+  q = p;
+  q.vecs_per_thread = 4;  // 4 vectors per thread: one group
+  q.threads_per_row = 128;
+  EXPECT_FALSE(plan_fits(q, 4096, 8, false));
+  q = BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 32, .rows_per_cta = 9,
               .ctas_per_row = 1};
-  EXPECT_TRUE(plan_fits(BwdPlan{q.layout, 4, 32, kMaxBwdRowGroups, 1}, 1024, 8, false));
-  EXPECT_FALSE(plan_fits(q, 1024, 8, false));  // a named barrier per group: at most kMaxBwdRowGroups
+  EXPECT_TRUE(plan_fits(BwdPlan{q.layout, 2, 32, kMaxBwdRowGroups, 1}, 512, 8, false));
+  EXPECT_FALSE(plan_fits(q, 512, 8, false));  // a named barrier per group: at most kMaxBwdRowGroups
   q.rows_per_cta = 0;
-  EXPECT_FALSE(plan_fits(q, 1024, 8, false));
+  EXPECT_FALSE(plan_fits(q, 512, 8, false));
   // Two stages per group.
   BwdPlan single = p;
   single.rows_per_cta = 1;

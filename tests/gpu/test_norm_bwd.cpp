@@ -333,8 +333,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // groups (no barrier in their reduction), fp32 in four groups.
                       BwdPipelinedCase{4096, 1, 256, 2, DType::kBFloat16, 2},
                       BwdPipelinedCase{1536, 1, 96, 2, DType::kBFloat16, 5},
-                      BwdPipelinedCase{1000, 1, 32, 4, DType::kFloat16, 3},
-                      BwdPipelinedCase{2048, 1, 128, 4, DType::kFloat32, 4}),
+                      BwdPipelinedCase{504, 1, 32, 2, DType::kFloat16, 3},
+                      BwdPipelinedCase{1024, 1, 128, 2, DType::kFloat32, 4}),
     [](const ::testing::TestParamInfo<BwdPipelinedCase>& i) {
       const BwdPipelinedCase& k = i.param;
       return detail::concat("h", k.hidden, "_c", k.ctas, "_g", k.threads, "_n", k.vecs, "_", dtype_name(k.t),

@@ -35,9 +35,12 @@ template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, flo
 // and dbeta; the added gradient: its slice in registers across the row's reduction).
 template <NormType kNorm, typename T, Stage kStage = Stage::kBackward>
 using Bwd = BwdTraits<T, T, kNorm, kStage>;
-template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
-template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
-template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 2, 0, 0, true>>(const BwdParams);
-template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t, Stage::kBackwardAdd>, BwdShape<8, 4, 0, 0, true>>(const BwdParams);
-template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, float>, BwdShape<4, 4, 0, 0, true>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t>, BwdShape<8, 4, 0, 0, true, 0, 1>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 4, 0, 0, true, 0, 1>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 2, 0, 0, true, 0, 1>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kRMSNorm, bf16_t, Stage::kBackwardAdd>, BwdShape<8, 4, 0, 0, true, 0, 1>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, float>, BwdShape<4, 4, 0, 0, true, 0, 1>>(const BwdParams);
+// The general kernel's row groups (counted at run time; 2 vectors per thread).
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, bf16_t>, BwdShape<8, 2, 0, 0, true, 0, 0>>(const BwdParams);
+template __global__ void norm_bwd_pipelined_kernel<Bwd<NormType::kLayerNorm, float>, BwdShape<4, 2, 0, 0, true, 0, 0>>(const BwdParams);
 }  // namespace normtune

@@ -235,8 +235,13 @@ auto with_general_bwd_shape(const BwdArgs& args, Fn&& fn) {
   if (aligned) {
     if (columns) return fn.template operator()<BwdShape<kVec, 0>>(plan);
     if (plan.layout == BwdLayout::kPipelined) {
-      if (plan.vecs_per_thread == 2) return fn.template operator()<BwdShape<kVec, 2, 0, 0, true>>(plan);
-      if (plan.vecs_per_thread == 4) return fn.template operator()<BwdShape<kVec, 4, 0, 0, true>>(plan);
+      // One row group: the kernel without groups (kR = 1); row groups (2 vectors per thread
+      // only: with 4, LayerNorm's kernel spilled) counted at run time.
+      if (plan.vecs_per_thread == 2) {
+        if (plan.rows_per_cta == 1) return fn.template operator()<BwdShape<kVec, 2, 0, 0, true, 0, 1>>(plan);
+        return fn.template operator()<BwdShape<kVec, 2, 0, 0, true, 0, 0>>(plan);
+      }
+      if (plan.vecs_per_thread == 4) return fn.template operator()<BwdShape<kVec, 4, 0, 0, true, 0, 1>>(plan);
     }
     switch (plan.vecs_per_thread) {
       case 1: return fn.template operator()<BwdShape<kVec, 1>>(plan);
@@ -292,9 +297,10 @@ struct TunedBwd {
   // count, as measured (with the count a constant, H200 session 28, the row-group lines ran
   // 2-6% slower than with it at run time: RMSNorm 16384x4096 1.095x the 2r1w op against 1.037x).
   static_assert(!kPipelined || kPlan.rows_per_cta == 1 ||
-                    (kPlan.ctas_per_row == 1 && kPlan.rows_per_cta >= 1 && kPlan.rows_per_cta <= kMaxBwdRowGroups &&
+                    (kPlan.ctas_per_row == 1 && kPlan.vecs_per_thread == 2 && kPlan.rows_per_cta <= kMaxBwdRowGroups &&
                      kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads),
-                "a pipelined line's row groups: one CTA per row, at most kMaxBwdRowGroups, kMaxCtaThreads threads");
+                "a pipelined line's row groups: one CTA per row, 2 vectors per thread, at most kMaxBwdRowGroups, "
+                "kMaxCtaThreads threads");
   static_assert(!kRegisters || (kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads && kPlan.rows_per_cta >= 1),
                 "at most kMaxCtaThreads threads per CTA");
 

@@ -287,9 +287,10 @@ bool plan_fits(const BwdPlan& p, int hidden, int vec, bool clusters) {
   const int nvec = ceil_div(hidden, vec);
   if (p.layout == BwdLayout::kPipelined) {
     // 16-byte vectors, 2 or 4 per thread, whole warps; one row per CTA, or with one CTA per row
-    // up to kMaxBwdRowGroups row groups (a named barrier each).
+    // and 2 vectors per thread up to kMaxBwdRowGroups row groups (a named barrier each; with 4
+    // vectors, LayerNorm's general kernel with groups spilled).
     const bool groups_ok = p.rows_per_cta == 1 || (p.rows_per_cta >= 1 && p.rows_per_cta <= kMaxBwdRowGroups &&
-                                                   p.ctas_per_row == 1);
+                                                   p.ctas_per_row == 1 && p.vecs_per_thread == 2);
     return vec > 1 && (p.vecs_per_thread == 2 || p.vecs_per_thread == 4) && p.threads_per_row >= kWarpSize &&
            p.threads_per_row % kWarpSize == 0 && p.threads_per_row * p.rows_per_cta <= kMaxCtaThreads && groups_ok &&
            p.ctas_per_row >= 1 && p.ctas_per_row <= kMaxCtasPerRow && (p.ctas_per_row == 1 || clusters) &&
@@ -332,7 +333,8 @@ std::vector<BwdPlan> backward_plan_candidates(int hidden, int vec, int warp, int
   // there are fewer programs per SM than with the register layouts, and fewer fp32 partial
   // rows of dgamma for the finalize to read (slices of at most 4 x kMaxCtaThreads vectors, as
   // above: two stages of x and dz in 128 KiB).
-  // And those CTAs in row groups of 2..4 (one partial row per CTA rather than per group).
+  // And those CTAs in row groups of 2..4 (one partial row per CTA rather than per group; 2
+  // vectors per thread).
   for (int n : {2, 4}) {
     for (int r : {1, 2, 3, 4}) {
       BwdPlan plan = bwd_pipelined(1, threads_per_row_for(nvec, n, warp), n);
