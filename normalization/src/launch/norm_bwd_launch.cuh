@@ -296,6 +296,7 @@ struct TunedBwd {
   // with the count at run time, LayerNorm 8192x7168 ran 4.5% slower); several stay a run-time
   // count, as measured (with the count a constant, H200 session 28, the row-group lines ran
   // 2-6% slower than with it at run time: RMSNorm 16384x4096 1.095x the 2r1w op against 1.037x).
+  static_assert(!kPipelined || kPlan.rows_per_cta >= 1, "a pipelined line's row groups: at least one");
   static_assert(!kPipelined || kPlan.rows_per_cta == 1 ||
                     (kPlan.ctas_per_row == 1 && kPlan.vecs_per_thread == 2 && kPlan.rows_per_cta <= kMaxBwdRowGroups &&
                      kPlan.threads_per_row * kPlan.rows_per_cta <= kMaxCtaThreads),
