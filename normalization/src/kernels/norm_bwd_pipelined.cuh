@@ -219,14 +219,49 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
   BwdMath<Traits, kShift> m_next{};
   if (first + group < p.rows) m_next = bwd_math<Traits, kShift>(p, first + group);
+  // LayerNorm at 4 vectors per thread (64 fp32 partials: its registers full) relays them
+  // instead, in a group wider than a warp: loaded by every thread, ptxas moved (mu, rsigma)
+  // into uniform registers right after the loads, so every row waited for them (H200, ncu,
+  // 1024x262144: 8.2 cycles per issued instruction, a third of them L1TEX stalls). Thread 0
+  // of the group loads the pair of the row after next; at the start of the next row it stores
+  // it in `relay`, which the group reads a row later, after the barrier of that row's
+  // reduction (a slot is written again two rows later, after the barrier of the row between,
+  // which every thread passes after reading it). Measured (tools/ab.sh, session 29, best of 2):
+  // LayerNorm 1024x262144 629.2 -> 496.7 us; with it LayerNorm's 4-vector layouts won at 32768
+  // and 65536 too (their lines). Relayed the same way without the row ahead (thread 0 loading
+  // the next row's pair and storing it before this row's barrier), every kernel got slower but
+  // this one: RMSNorm 32768x8192 +14%, bwd_add 4096x65536 +33% (the barrier waited for the load).
+  constexpr bool kRelay = !Traits::kRmsNorm && N >= 4;
+  const bool relayed = kRelay && G > kWarp;
+  [[maybe_unused]] __shared__ float2 relay[2][kRelay ? kMaxBwdRowGroups : 1];
+  [[maybe_unused]] float2 held{0.f, 0.f};  // (thread 0) the pair of the row after the current one
+  if constexpr (kRelay) {
+    if (relayed && t == 0 && first + group + row_step < p.rows) {
+      held = make_float2(p.mu[first + group + row_step], p.rsigma[first + group + row_step]);
+    }
+  }
   for (int s = 0; s < S; ++s) issue(first + group + s * row_step, s);
   int j = 0;
   for (int64_t base = first; base < p.rows; base += row_step, ++j) {
     const int64_t row = base + group;
     const bool have = R == 1 || row < p.rows;  // (R = 1: base is the row)
     const int s = j % S;
-    const BwdMath<Traits, kShift> m = m_next;
-    if (row + row_step < p.rows) m_next = bwd_math<Traits, kShift>(p, row + row_step);
+    BwdMath<Traits, kShift> m = m_next;
+    if constexpr (kRelay) {
+      if (relayed) {
+        if (t == 0) {
+          relay[j & 1][group] = held;  // the next row's, read after this row's barrier
+          const int64_t after = row + 2 * row_step;
+          held = after < p.rows ? make_float2(p.mu[after], p.rsigma[after]) : make_float2(0.f, 0.f);
+        }
+        if (j > 0) {
+          const float2 pair = relay[(j - 1) & 1][group];
+          m.mu = pair.x;
+          m.rsigma = pair.y;
+        }
+      }
+    }
+    if (!relayed && row + row_step < p.rows) m_next = bwd_math<Traits, kShift>(p, row + row_step);
     [[maybe_unused]] VI a[N];
     if constexpr (Traits::kAddGrad) {
 #pragma unroll
