@@ -215,8 +215,9 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   constexpr bool kHoldDy = N * kVec <= 16;
   [[maybe_unused]] float dy_r[kHoldDy ? N : 1][kVec];
 
-  // The row's statistics are loaded a row ahead, and the added gradient's slice before the
-  // reduction: neither load's latency is on the row's path (the ring holds x and dz only).
+  // The row's statistics are loaded a row ahead (relayed two rows ahead: below), and the added
+  // gradient's slice before the reduction: neither load's latency is on the row's path (the
+  // ring holds x and dz only).
   BwdMath<Traits, kShift> m_next{};
   if (first + group < p.rows) m_next = bwd_math<Traits, kShift>(p, first + group);
   // LayerNorm at 4 vectors per thread (64 fp32 partials: its registers full) relays them
@@ -231,10 +232,16 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // and 65536 too (their lines). Relayed the same way without the row ahead (thread 0 loading
   // the next row's pair and storing it before this row's barrier), every kernel got slower but
   // this one: RMSNorm 32768x8192 +14%, bwd_add 4096x65536 +33% (the barrier waited for the load).
+  // Only bf16 was timed; fp16 and fp32 LayerNorm at 4 vectors relay the same way (their GPU
+  // tests pass). The relay counts on group_reduce's barrier on every row of a group wider
+  // than a warp (reduce.cuh); 4 vectors per thread means one row group (plan_fits), so only
+  // relay[.][0] is used.
   constexpr bool kRelay = !Traits::kRmsNorm && N >= 4;
   const bool relayed = kRelay && G > kWarp;
   [[maybe_unused]] __shared__ float2 relay[2][kRelay ? kMaxBwdRowGroups : 1];
-  [[maybe_unused]] float2 held{0.f, 0.f};  // (thread 0) the pair of the row after the current one
+  // (thread 0) the pair `relay` gets at the start of the next row: at the top of row j, row
+  // j + 1's; after its store, row j + 2's.
+  [[maybe_unused]] float2 held{0.f, 0.f};
   if constexpr (kRelay) {
     if (relayed && t == 0 && first + group + row_step < p.rows) {
       held = make_float2(p.mu[first + group + row_step], p.rsigma[first + group + row_step]);

@@ -112,6 +112,8 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
 #pragma unroll
       for (int k = 0; k < K; ++k) smem.warp_parts[buf][warp][k] = s.v[k];
     }
+    // (Every reduction of a group wider than a warp passes a barrier of the group: the
+    // pipelined backward's statistics relay counts on it, norm_bwd_pipelined.cuh.)
     if (barrier == 0) {
       __syncthreads();
     } else {
