@@ -7,6 +7,9 @@
 #   tools/sass.sh FILE.cu --sass          and the whole SASS listing after it
 #   tools/sass.sh FILE.cu --max-spill N   ptxas's part only, and exit 1 when a kernel spills
 #                                         more than N bytes (CI: tests/sass/register_budgets.cu)
+#   tools/sass.sh FILE.cu --load-stalls   and the global loads a row loop waits for at once
+#                                         (moved to a uniform register right after the load:
+#                                         tools/sass_load_stalls.py)
 # FILE.cu includes the kernel headers and instantiates kernels explicitly, e.g.
 #   #include "kernels/norm_fwd_staged.cuh"
 #   namespace normtune {
@@ -22,14 +25,16 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NORMTUNE_BUILD_DIR:-$root/build}"
-src="${1:?usage: tools/sass.sh FILE.cu [--sass | --max-spill N]}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --max-spill N]}"
 listing=0
+load_stalls=0
 max_spill=-1
 case "${2:-}" in
   "") ;;
   --sass) listing=1 ;;
+  --load-stalls) load_stalls=1 ;;
   --max-spill) max_spill="${3:?--max-spill: expected a byte count}" ;;
-  *) echo "sass.sh: unknown option '$2' (expected --sass or --max-spill N)" >&2; exit 1 ;;
+  *) echo "sass.sh: unknown option '$2' (expected --sass, --load-stalls or --max-spill N)" >&2; exit 1 ;;
 esac
 src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
 [[ -f "$build/build.ninja" ]] || { echo "sass.sh: no configured build at $build (NORMTUNE_BUILD_DIR)" >&2; exit 1; }
@@ -89,6 +94,10 @@ awk '/Function : / { name = $NF; next }
   awk '$1 != name { if (name) printf "\n"; name = $1; printf "%s\n", name; i = 0 }
        { printf "%s%s %d", (i % 10 == 0 ? (i ? "\n  " : "  ") : " "), $2, $3; ++i }
        END { if (name) printf "\n" }' | demangle
+if (( load_stalls )); then
+  echo
+  python3 "$root/tools/sass_load_stalls.py" "$out/k.sass"
+fi
 if (( listing )); then
   echo
   cat "$out/k.sass"
