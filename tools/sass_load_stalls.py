@@ -16,6 +16,7 @@ the listing (--sass) at the addresses given before acting on a report.
 
   tools/sass_load_stalls.py LISTING [--window N]    LISTING: a file of cuobjdump -sass output
                                                      (tools/sass.sh FILE.cu --load-stalls runs it)
+  tools/sass_load_stalls.py --self-test             checks itself on a listing in memory (CI)
 Prints each kernel with such loads, one line per load (its address, the load, the R2UR and how
 many instructions apart), and exits 0 either way."""
 import argparse
@@ -71,6 +72,44 @@ def stalls(body, window):
                 break
 
 
+_SELF_TEST_LISTING = """
+		Function : _Z6kernelv
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                  /* 0x0 */
+        /*0010*/              @!P0 LDG.E R4, desc[UR6][R2.64] ;            /* 0x0 */
+        /*0020*/              @!P0 R2UR UR4, R4 ;                          /* 0x0 */
+        /*0030*/                   DEPBAR.LE SB0, 0x0 ;                    /* 0x0 */
+        /*0040*/                   LDG.E R6, desc[UR6][R2.64] ;            /* 0x0 */
+        /*0050*/                   IADD3 R8, R8, 0x1, RZ ;                 /* 0x0 */
+        /*0060*/                   R2UR UR5, R6 ;                          /* 0x0 */
+        /*0070*/                   LDG.E R7, desc[UR6][R2.64+0x4] ;        /* 0x0 */
+        /*0080*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;           /* 0x0 */
+        /*0090*/                   FADD R9, R7, R7 ;                       /* 0x0 */
+        /*00a0*/               @P1 BRA 0x30 ;                              /* 0x0 */
+        /*00b0*/                   LDG.E R10, desc[UR6][R2.64+0x8] ;       /* 0x0 */
+        /*00c0*/                   R2UR UR6, R10 ;                         /* 0x0 */
+        /*00d0*/               @P2 BRA 0xb0 ;                              /* 0x0 */
+        /*00e0*/                   EXIT ;                                  /* 0x0 */
+		Function : _Z5otherv
+        /*0000*/                   LDG.E R4, desc[UR6][R2.64] ;            /* 0x0 */
+        /*0010*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;           /* 0x0 */
+        /*0020*/                   R2UR UR4, R4 ;                          /* 0x0 */
+        /*0030*/               @P0 BRA 0x0 ;                               /* 0x0 */
+"""
+
+
+def _self_test():
+    found = {name: list(stalls(body, 24)) for name, body in functions(_SELF_TEST_LISTING)}
+    assert set(found) == {"_Z6kernelv", "_Z5otherv"}, found
+    # the row loop's load moved at once (reported); the one a FADD reads (not); the one before
+    # the loop (not); the one in a loop without a barrier (not)
+    assert [(a, u, n) for a, _, u, _, n in found["_Z6kernelv"]] == [(0x40, 0x60, 2)], found
+    assert [(a, n) for a, _, _, _, n in found["_Z5otherv"]] == [(0x0, 2)], found
+    # outside the window: not reported
+    assert not [h for _, body in functions(_SELF_TEST_LISTING) for h in stalls(body, 1)]
+    print("sass_load_stalls.py: self-test passed")
+    return 0
+
+
 def demangle(name):
     try:
         return subprocess.run(["c++filt"], input=name, capture_output=True, text=True).stdout.strip() or name
@@ -80,10 +119,15 @@ def demangle(name):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("listing", help="a file of cuobjdump -sass output")
+    parser.add_argument("listing", nargs="?", help="a file of cuobjdump -sass output")
+    parser.add_argument("--self-test", action="store_true", help="check this script on a listing in memory")
     parser.add_argument("--window", type=int, default=24,
                         help="instructions after the load in which an R2UR of its register counts (default 24)")
     args = parser.parse_args(argv[1:])
+    if args.self_test:
+        return _self_test()
+    if args.listing is None:
+        parser.error("a LISTING file, or --self-test")
     with open(args.listing) as f:
         text = f.read()
     found = 0
