@@ -74,8 +74,9 @@ struct BwdPlan {
   int vecs_per_thread = 1;  // registers, pipelined: 16-byte vectors of x and of dz each thread holds
   int threads_per_row = 1;  // registers, pipelined: threads sharing a row (pipelined: the CTA)
   int rows_per_cta = 1;     // registers layout: rows a CTA holds at once; pipelined with one CTA per
-                            // row and 2 vectors per thread: row groups of threads_per_row threads, each walking its own rows
-                            // with its own ring, their partials summed into one partial row per CTA
+                            // row and 2 vectors per thread: row groups of threads_per_row threads,
+                            // each walking its own rows with its own ring, their partials summed
+                            // into one partial row per CTA
   int ctas_per_row = 1;     // pipelined layout: CTAs sharing a row (a thread-block cluster when > 1)
 
   constexpr bool operator==(const BwdPlan&) const = default;

@@ -21,10 +21,11 @@
 // fewer fp32 partial rows to write and for the finalize to read (at 4096x4096, 264 rows of
 // 16 KiB per output were about 9% of the bytes of x, dz and dx). Or, without a cluster, a CTA
 // of R row groups (BwdPlan::rows_per_cta, 2 vectors per thread): group r of G threads of CTA
-// b walks rows b * R + r, b * R + r + R * gridDim.x, ... with its own ring, reduces its rows on a named barrier of its own
-// (the groups do not wait for one another), and at the end the CTA sums the R groups' partials
-// in group order through its drained shared memory into one partial row. The clusters, hence
-// the programs and the bits, follow from multiprocessorCount as in the other layouts.
+// b walks rows b * R + r, b * R + r + R * gridDim.x, ... with its own ring, reduces its rows
+// on a named barrier of its own (the groups do not wait for one another), and at the end the
+// CTA sums the R groups' partials in group order through its drained shared memory into one
+// partial row. The clusters, hence the programs and the bits, follow from
+// multiprocessorCount as in the other layouts.
 // In place (dx over dz): a row's dz is copied on chip before its dx is written, and the rows
 // in flight are other rows.
 #pragma once
