@@ -83,6 +83,14 @@ TEST(MxScale, InverseScaleIsTwoToThe127MinusE) {
   for (int e = 0; e < 255; ++e) EXPECT_EQ(mx_inverse_scale(static_cast<uint8_t>(e)) * e8m0_to_float(static_cast<uint8_t>(e)), 1.f) << e;
 }
 
+// The kernels' two-instruction form, for every exponent a non-NaN amax gives (0..254): the
+// same bits as mx_inverse_scale.
+TEST(MxScale, KernelInverseScaleEqualsTheGeneralOneBelowNan) {
+  for (uint32_t e = 0; e < 255; ++e) {
+    EXPECT_EQ(float_bits(mx_inverse_scale_not_nan(e)), float_bits(mx_inverse_scale(static_cast<uint8_t>(e)))) << e;
+  }
+}
+
 TEST(MxScale, ScaleTensorShapeIsTransformerEnginesPaddedShape) {
   EXPECT_EQ(mx_scale_rows(1), 128);
   EXPECT_EQ(mx_scale_rows(128), 128);

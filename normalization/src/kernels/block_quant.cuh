@@ -63,9 +63,10 @@ struct BlockQuantizer {
   }
   __device__ __forceinline__ float block(uint8_t* scales, float amax, int64_t at, bool write) const {
     if constexpr (kMode == ScalingMode::kMxfp8_1D || kMode == ScalingMode::kMxfp4_1D) {
-      const uint8_t e = mx_scale_exponent(amax, kFp4 ? kFp4E2M1Max : fp8_max(Elem<O>::kDType));
-      if (write) scales[at] = e;
-      return mx_inverse_scale(e);
+      // (amax: a chain of fmaxf from 0 in every caller, never NaN)
+      const uint32_t e = mx_scale_exponent_u32(amax, kFp4 ? kFp4E2M1Max : fp8_max(Elem<O>::kDType));
+      if (write) scales[at] = static_cast<uint8_t>(e);
+      return mx_inverse_scale_not_nan(e);
     } else if constexpr (kMode == ScalingMode::kNvfp4_1D) {
       const uint8_t code = from_float<fp8e4m3_t>(nvfp4_block_decode_scale(amax, s_enc)).bits;
       if (write) scales[at] = code;

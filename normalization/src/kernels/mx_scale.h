@@ -27,13 +27,18 @@ constexpr float fp8_max(DType t) { return t == DType::kFloat8E4M3 ? kFp8E4M3Max 
 // The biased exponent E of a block's scale: float_to_e8m0(amax * (1 / fp8_max), kUp) with
 // saturation (convert.h), bit for bit, written without branches (the kernels compute one per
 // block; tests/cpu/test_mx_scale.cpp checks it against float_to_e8m0). The sign is ignored.
+// Adding 0x7FFFFF to the bits carries a nonzero fraction into the exponent field, which is
+// rounding up to the next power of two (and takes the largest finite values and inf to 0xFF,
+// clamped to 0xFE); left: zero and the subnormals up to 2^-127, and NaN.
+NORMTUNE_HD_INLINE uint32_t mx_scale_exponent_u32(float amax, float fp8_max_value) {
+  const uint32_t b = float_bits(fabsf(amax) * (1.f / fp8_max_value));
+  uint32_t e = (b + 0x7FFFFFu) >> 23;
+  e = e < 0xFEu ? e : 0xFEu;           // inf, finite above 2^127: 2^127 (saturated)
+  e = b <= 0x400000u ? 0u : e;         // zero, subnormals up to 2^-127: 2^-127
+  return b > 0x7F800000u ? 0xFFu : e;  // NaN
+}
 NORMTUNE_HD_INLINE uint8_t mx_scale_exponent(float amax, float fp8_max_value) {
-  const uint32_t b = float_bits(amax * (1.f / fp8_max_value)) & 0x7FFFFFFFu;
-  const uint32_t code = b >> 23, frac = b & 0x7FFFFFu;
-  uint32_t e = code + (frac != 0u ? 1u : 0u);     // up to the next power of two
-  e = code == 0u && frac <= 0x400000u ? 0u : e;     // zero, subnormals up to 2^-127: 2^-127
-  e = e >= 0xFFu ? 0xFEu : e;                        // inf, finite above 2^127: 2^127 (saturated)
-  return static_cast<uint8_t>(b > 0x7F800000u ? 0xFFu : e);  // NaN
+  return static_cast<uint8_t>(mx_scale_exponent_u32(amax, fp8_max_value));
 }
 
 // 2^(127 - E): what a block's values are multiplied by before the conversion (E = 254 gives
@@ -41,6 +46,15 @@ NORMTUNE_HD_INLINE uint8_t mx_scale_exponent(float amax, float fp8_max_value) {
 NORMTUNE_HD_INLINE float mx_inverse_scale(uint8_t e) {
   const uint32_t normal = (254u - e) << 23;  // (unused for E = 255)
   return bits_float(e == 0xFFu ? 0x7FC00000u : e == 0xFEu ? 0x00400000u : normal);
+}
+
+// The same for E <= 254 (a block's amax not NaN, as in the kernels, whose amax is a chain of
+// fmaxf from 0, which drops NaN): 0x7F000000 - E * 2^23 is the bits of 2^(127 - E) down to
+// E = 253 and 0 at E = 254, which the max lifts to 2^-127's bits. Two instructions where
+// mx_inverse_scale takes six.
+NORMTUNE_HD_INLINE float mx_inverse_scale_not_nan(uint32_t e) {
+  const int32_t normal = 0x7F000000 - static_cast<int32_t>(e << 23);
+  return bits_float(static_cast<uint32_t>(normal > 0x400000 ? normal : 0x400000));
 }
 
 // The row-wise scale tensor's shape for [rows, hidden] data.

@@ -219,16 +219,21 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
     const Quant quant(p, block_table);
     const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
+    // A compile-time shape that covers the row exactly (every tuned line): every vector of
+    // every thread lies in the row, so only the row's own bound is left. The vectors are
+    // then computed whether or not the row exists (the shared memory of a missing row holds
+    // whatever it held; nothing of it is stored), branch-free, and the loop is unrolled, so
+    // that the loads of the next vectors are issued before this one's shuffles.
+    constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
+                            Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
     auto blocks = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
-      // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
-      // without breaking the lanes' convergence, and LLVM refuses.)
-      for (int i = 0; i < N; ++i) {
+      auto block_vector = [&](int i) {
         const int v = vec_of(i);
-        const bool valid = row_ok && v < nvec;
+        const bool valid = row_ok && (kExact || v < nvec);
         float y[kVec];
         float amax = 0.f;
-        if (valid) {
+        if (kExact || valid) {
           const int s = i * G + t;
           VW g;
           [[maybe_unused]] VW bt;
@@ -239,10 +244,15 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
             g.load(gamma + static_cast<int64_t>(v) * kVec);
             if constexpr (!kRms) bt.load(beta + static_cast<int64_t>(v) * kVec);
           }
-          const VI in = xs[s];
+          // (Unpacked word by word: element by element, a bf16 pair's upper half took a
+          // permute and a shift where a mask does.)
+          float xf[kVec], gf[kVec], bf[kVec];
+          unpack_floats(xs[s], xf);
+          unpack_floats(g, gf);
+          if constexpr (!kRms) unpack_floats(bt, bf);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            y[k] = norm(to_float(in.v[k]), to_float(g.v[k]), kRms ? 0.f : to_float(bt.v[k]));
+            y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
             amax = fmaxf(amax, fabsf(y[k]));
           }
         } else {
@@ -256,6 +266,14 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
 #pragma unroll
         for (int k = 0; k < kVec; ++k) y[k] *= mult;
         if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
+      };
+      if constexpr (Shape::kN > 0) {
+#pragma unroll
+        for (int i = 0; i < Shape::kN; ++i) block_vector(i);
+      } else {
+        // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
+        // without breaking the lanes' convergence, and LLVM refuses.)
+        for (int i = 0; i < N; ++i) block_vector(i);
       }
     };
     for_each_variant(blocks);

@@ -122,15 +122,12 @@ __device__ __forceinline__ void store_floats(const float (&y)[kN], O* dst) {
   }
 #if NORMTUNE_HAS_FP8_CONVERT
   if constexpr (kIsFp8<O> && (kN == 4 || kN == 8 || kN == 16)) {
-    auto two = [](float lo, float hi) -> uint32_t {
-      return Elem<O>::kDType == DType::kFloat8E4M3 ? platform::cvt_f32x2_to_e4m3x2(lo, hi)
-                                                   : platform::cvt_f32x2_to_e5m2x2(lo, hi);
-    };
     uint32_t w[kN / 4];
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
-      // Bytes 0-1 of the first pair, then bytes 0-1 of the second (their upper halves unread).
-      w[i] = __byte_perm(two(y[4 * i], y[4 * i + 1]), two(y[4 * i + 2], y[4 * i + 3]), 0x5410);
+      const float* q = y + 4 * i;
+      w[i] = Elem<O>::kDType == DType::kFloat8E4M3 ? platform::cvt_f32x4_to_e4m3x4(q[0], q[1], q[2], q[3])
+                                                   : platform::cvt_f32x4_to_e5m2x4(q[0], q[1], q[2], q[3]);
     }
     store_words(w, dst);
     return;

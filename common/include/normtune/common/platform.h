@@ -291,6 +291,33 @@ NORMTUNE_HD_INLINE uint16_t cvt_f32x2_to_e4m3x2(float lo, float hi) {
 NORMTUNE_HD_INLINE uint16_t cvt_f32x2_to_e5m2x2(float lo, float hi) {
   return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E5M2));
 }
+// Four at once into one word, a's code in the low byte: on the GPU two conversions whose
+// halves join in one byte permute (through two 16-bit results widened to words, the compiler
+// masks each before the permute: two instructions more per word).
+NORMTUNE_HD_INLINE uint32_t cvt_f32x4_to_e4m3x4(float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t four;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}"
+      : "=r"(four)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return four;
+#else
+  return uint32_t{cvt_f32x2_to_e4m3x2(a, b)} | (uint32_t{cvt_f32x2_to_e4m3x2(c, d)} << 16);
+#endif
+}
+NORMTUNE_HD_INLINE uint32_t cvt_f32x4_to_e5m2x4(float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t four;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e5m2x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e5m2x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}"
+      : "=r"(four)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return four;
+#else
+  return uint32_t{cvt_f32x2_to_e5m2x2(a, b)} | (uint32_t{cvt_f32x2_to_e5m2x2(c, d)} << 16);
+#endif
+}
 #define NORMTUNE_HAS_FP8_CONVERT 1
 
 #if NORMTUNE_DEVICE_CODE
