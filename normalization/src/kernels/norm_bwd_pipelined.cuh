@@ -237,7 +237,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // tests pass). The relay counts on group_reduce's barrier on every row of a group wider
   // than a warp (reduce.cuh); 4 vectors per thread means one row group (plan_fits), so only
   // relay[.][0] is used.
-  constexpr bool kRelay = !Traits::kRmsNorm && N >= 4;
+  constexpr bool kRelay = (!Traits::kRmsNorm || Traits::kAddGrad) && N >= 4;
   const bool relayed = kRelay && G > kWarp;
   [[maybe_unused]] __shared__ float2 relay[2][kRelay ? kMaxBwdRowGroups : 1];
   // (thread 0) the pair `relay` gets at the start of the next row: at the top of row j, row
@@ -245,7 +245,8 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   [[maybe_unused]] float2 held{0.f, 0.f};
   if constexpr (kRelay) {
     if (relayed && t == 0 && first + group + row_step < p.rows) {
-      held = make_float2(p.mu[first + group + row_step], p.rsigma[first + group + row_step]);
+      const BwdMath<Traits, kShift> n = bwd_math<Traits, kShift>(p, first + group + row_step);
+      held = make_float2(n.mu, n.rsigma);
     }
   }
   for (int s = 0; s < S; ++s) issue(first + group + s * row_step, s);
@@ -260,7 +261,11 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
         if (t == 0) {
           relay[j & 1][group] = held;  // the next row's, read after this row's barrier
           const int64_t after = row + 2 * row_step;
-          held = after < p.rows ? make_float2(p.mu[after], p.rsigma[after]) : make_float2(0.f, 0.f);
+          held = make_float2(0.f, 0.f);
+          if (after < p.rows) {
+            const BwdMath<Traits, kShift> n = bwd_math<Traits, kShift>(p, after);
+            held = make_float2(n.mu, n.rsigma);
+          }
         }
         if (j > 0) {
           const float2 pair = relay[(j - 1) & 1][group];
