@@ -564,13 +564,13 @@ TEST(Planner, BackwardLongRowsArePipelinedOverAClusterWhereTheDeviceHasClusters)
   auto pipelined = [](int n, int c) {
     return BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = n, .threads_per_row = 512, .ctas_per_row = c};
   };
-  EXPECT_EQ(plan_backward(32768, 8, true), pipelined(2, 4));
-  EXPECT_EQ(plan_backward(65536, 8, true), pipelined(2, 8));
-  EXPECT_EQ(plan_backward(131072, 8, true), pipelined(2, 16));
+  EXPECT_EQ(plan_backward(32768, 8, true), pipelined(4, 2));
+  EXPECT_EQ(plan_backward(65536, 8, true), pipelined(4, 4));
+  EXPECT_EQ(plan_backward(131072, 8, true), pipelined(4, 8));
   EXPECT_EQ(plan_backward(131080, 8, true), pipelined(4, 9));
   EXPECT_EQ(plan_backward(262144, 8, true), pipelined(4, 16));
-  EXPECT_EQ(plan_backward(20000, 8, true), pipelined(2, 3));
-  EXPECT_EQ(plan_backward(32768, 4, true), pipelined(2, 8));  // fp32: 4-element vectors
+  EXPECT_EQ(plan_backward(20000, 8, true), pipelined(4, 2));
+  EXPECT_EQ(plan_backward(32768, 4, true), pipelined(4, 4));  // fp32: 4-element vectors
   // Longer than 16 CTAs hold, no clusters, or unaligned data: the column tiles.
   EXPECT_EQ(plan_backward(262152, 8, true).layout, BwdLayout::kColumns);
   EXPECT_EQ(plan_backward(32768, 8, false).layout, BwdLayout::kColumns);
@@ -616,9 +616,12 @@ TEST(Planner, BackwardPipelinedPlansFitTheDevicesSharedMemory) {
   EXPECT_EQ(longest, plan_backward(262144, 8, true)) << "no limit given: the same plan";
   EXPECT_GT(pipelined_backward_min_smem(longest), size_t{128} * 1024);
   EXPECT_EQ(plan_backward(262144, 8, true, consumer).layout, BwdLayout::kColumns);
-  // 2 vectors x 512 threads (64 KiB in two stages) fit both.
-  EXPECT_EQ(plan_backward(32768, 8, true, consumer), plan_backward(32768, 8, true));
-  EXPECT_EQ(plan_backward(131072, 8, true, consumer), plan_backward(131072, 8, true));
+  // 4 vectors where two stages of them fit, else 2 x 512 threads (64 KiB in two stages).
+  EXPECT_EQ(plan_backward(32768, 8, true, h200).vecs_per_thread, 4);
+  EXPECT_EQ(plan_backward(32768, 8, true, consumer).vecs_per_thread, 2);
+  EXPECT_EQ(plan_backward(32768, 8, true, consumer).ctas_per_row, 4);
+  EXPECT_EQ(plan_backward(131072, 8, true, consumer).vecs_per_thread, 2);
+  EXPECT_EQ(plan_backward(131072, 8, true, consumer).ctas_per_row, 16);
   for (int hidden = 16392; hidden <= 262144; hidden += 4104) {
     for (const size_t smem : {h200, consumer}) {
       const BwdPlan p = plan_backward(hidden, 8, true, smem);

@@ -270,8 +270,10 @@ BwdPlan plan_backward(int hidden, int vec, bool clusters, size_t smem_per_cta) {
     n = 4;
   }
   if (n == 0) {
-    // Rows over a cluster: x and dz read once (the column tiles read them twice).
-    for (int vecs : {2, 4}) {
+    // Rows over a cluster: x and dz read once (the column tiles read them twice); 4 vectors
+    // per thread on half the CTAs first, as the bf16 RMSNorm and LayerNorm lines at 32768 and
+    // 65536 (2 where the stages of 4 do not fit the device's shared memory).
+    for (int vecs : {4, 2}) {
       const BwdPlan plan = bwd_pipelined(bwd_pipelined_ctas(nvec, vecs), kMaxCtaThreads, vecs);
       const bool smem_ok = smem_per_cta == 0 || pipelined_backward_min_smem(plan) <= smem_per_cta;
       if (plan_fits(plan, hidden, vec, clusters) && smem_ok) return plan;
