@@ -233,8 +233,11 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // and 65536 too (their lines). Relayed the same way without the row ahead (thread 0 loading
   // the next row's pair and storing it before this row's barrier), every kernel got slower but
   // this one: RMSNorm 32768x8192 +14%, bwd_add 4096x65536 +33% (the barrier waited for the load).
-  // Only bf16 was timed; fp16 and fp32 LayerNorm at 4 vectors relay the same way (their GPU
-  // tests pass). The relay counts on group_reduce's barrier on every row of a group wider
+  // RMSNorm's bwd_add at 4 vectors relays too: its next rsigma stalled the same way
+  // (tools/sass.sh --load-stalls; 120 registers, the added gradient's slice held across the
+  // reduction); tools/ab.sh, session 30: 8192x5120 95.1 -> 89.7 us, fp16 1024x262144 628.1 ->
+  // 521.8. Only bf16 LayerNorm was timed in session 29; fp16 and fp32 relay the same way (their
+  // GPU tests pass). The relay counts on group_reduce's barrier on every row of a group wider
   // than a warp (reduce.cuh); 4 vectors per thread means one row group (plan_fits), so only
   // relay[.][0] is used.
   constexpr bool kRelay = (!Traits::kRmsNorm || Traits::kAddGrad) && N >= 4;

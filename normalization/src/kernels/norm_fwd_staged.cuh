@@ -211,7 +211,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     // never spans two rows or two CTAs). The block's max |value| by shuffles among those
     // lanes, one scale (written by the block's first lane), then each lane's codes of its own
     // vector. Every lane takes every step, as the shuffles need the whole warp; lanes past
-    // the row's end (or past the last row) hold zeros and store nothing.
+    // the row's end (or past the last row) store nothing: they hold zeros, or, in the exact
+    // shapes below, what the missing row's shared memory holds.
     // The loop runs in each variant (for_each_variant); the scale's offset has its row part
     // computed once.
     using Quant = BlockQuantizer<Traits>;

@@ -237,9 +237,10 @@ std::vector<FwdPlan> forward_plan_candidates(int hidden, int vec, int warp, int 
 }
 
 // ---- backward ---------------------------------------------------------------------------
-// The pipelined backward layout (rows too long for one CTA's registers): 512 threads, 2
-// vectors of x and dz per thread while a cluster of up to 16 CTAs holds the row, else 4; 0
-// CTAs: the row does not fit.
+// The pipelined backward layout (rows too long for one CTA's registers): 512 threads, 4
+// vectors of x and dz per thread where a cluster of up to 16 CTAs holds the row with two
+// ring stages of that size in the device's shared memory, else 2; 0 CTAs: the row does not
+// fit.
 namespace {
 BwdPlan bwd_pipelined(int ctas, int threads, int vecs) {
   return BwdPlan{.layout = BwdLayout::kPipelined, .vecs_per_thread = vecs, .threads_per_row = threads,

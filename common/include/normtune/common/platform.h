@@ -292,8 +292,9 @@ NORMTUNE_HD_INLINE uint16_t cvt_f32x2_to_e5m2x2(float lo, float hi) {
   return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E5M2));
 }
 // Four at once into one word, a's code in the low byte: on the GPU two conversions whose
-// halves join in one byte permute (through two 16-bit results widened to words, the compiler
-// masks each before the permute: two instructions more per word).
+// 16-bit results are joined as the word's halves. (Joining two of the functions above, each
+// result widened to a word, the compiler masked both before the permute: two instructions
+// more per word.)
 NORMTUNE_HD_INLINE uint32_t cvt_f32x4_to_e4m3x4(float a, float b, float c, float d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   uint32_t four;
