@@ -5,6 +5,10 @@
 # machines and sessions, not below the spread within one run).
 #   tools/ab.sh prepare REV            here (no GPU needed): REV's tree into ./ab_base (ignored
 #                                      by git; the device tool needs carry: ["ab_base"])
+#   tools/ab.sh prepare tree           the base is this tree itself: `run` builds it once
+#                                      (build-gpu) and times it as the base, with no separate
+#                                      `new` side: one whole build (about 100 s of device
+#                                      time) less when only variants are compared
 #   tools/ab.sh run [ROUNDS] -- ARGS   on the GPU machine: configures and builds both CLIs
 #                                      (build-gpu for this tree, build-ab-base for ab_base, every
 #                                      core), then runs `normtune bench ARGS --json` ROUNDS times
@@ -43,7 +47,14 @@ new_variant_dir() {
 }
 case "$cmd" in
   prepare)
-    rev="${2:?usage: tools/ab.sh prepare REV}"
+    rev="${2:?usage: tools/ab.sh prepare REV|tree}"
+    if [[ "$rev" == tree ]]; then
+      rm -rf "$root/ab_base" && mkdir -p "$root/ab_base"
+      echo "this tree" > "$root/ab_base/.ab_rev"
+      touch "$root/ab_base/.ab_is_tree"
+      echo "ab_base: this tree (built once, timed as the base); on the device: carry [\"ab_base\"]"
+      exit 0
+    fi
     git -C "$root" rev-parse --verify --quiet "$rev^{commit}" >/dev/null || { echo "ab.sh: no commit '$rev'" >&2; exit 1; }
     rm -rf "$root/ab_base" && mkdir -p "$root/ab_base"
     git -C "$root" archive "$rev" | tar -x -C "$root/ab_base"
@@ -92,9 +103,14 @@ case "$cmd" in
     }
     start=$(date +%s)
     build "$root" "$root/build-gpu" "$out/ab_build_new.log"
-    build "$root/ab_base" "$root/build-ab-base" "$out/ab_build_base.log"
-    sides=(base new)
-    declare -A bins=([base]="$root/build-ab-base/tools/normtune" [new]="$root/build-gpu/tools/normtune")
+    if [[ -f "$root/ab_base/.ab_is_tree" ]]; then  # (prepare tree)
+      sides=(base)
+      declare -A bins=([base]="$root/build-gpu/tools/normtune")
+    else
+      build "$root/ab_base" "$root/build-ab-base" "$out/ab_build_base.log"
+      sides=(base new)
+      declare -A bins=([base]="$root/build-ab-base/tools/normtune" [new]="$root/build-gpu/tools/normtune")
+    fi
     for dir in "$root"/ab_var/*/; do
       [[ -d "$dir" ]] || continue
       name="$(basename "$dir")"
@@ -120,7 +136,7 @@ case "$cmd" in
       echo "ab.sh: the rounds' files stay unpacked in $out" >&2
     ;;
   *)
-    echo "usage: tools/ab.sh prepare REV | variant NAME PATCH... | variant-lines NAME LINE...|- | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
+    echo "usage: tools/ab.sh prepare REV|tree | variant NAME PATCH... | variant-lines NAME LINE...|- | clean-variants | run [ROUNDS] -- BENCH ARGS" >&2
     exit 1
     ;;
 esac

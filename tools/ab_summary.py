@@ -20,7 +20,7 @@ def main(argv):
     out, rounds, base_rev, sides = argv[1], int(argv[2]), argv[3], argv[4:]
     runs = {s: [load(out, s, r) for r in range(1, rounds + 1)] for s in sides}
     others = [s for s in sides if s != "base"]
-    print(f"A/B: base {base_rev[:10]} vs this tree (new)"
+    print(f"A/B: base {base_rev[:10]}" + (" vs this tree (new)" if "new" in sides else "")
           + "".join(f", {s}" for s in others if s != "new")
           + f"; best of {rounds} (us; ratio to the same-run baseline each round)")
     head = f"{'op':<16}{'dtype>z':<14}{'shape':>14}  {'base us':>9} {'ratios':<16}"
