@@ -246,11 +246,13 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   // (thread 0) the pair `relay` gets at the start of the next row: at the top of row j, row
   // j + 1's; after its store, row j + 2's.
   [[maybe_unused]] float2 held{0.f, 0.f};
+  [[maybe_unused]] auto pair_of = [&](int64_t r) {  // (mu, rsigma) of row r; zeros past the last
+    if (r >= p.rows) return make_float2(0.f, 0.f);
+    const BwdMath<Traits, kShift> n = bwd_math<Traits, kShift>(p, r);
+    return make_float2(n.mu, n.rsigma);
+  };
   if constexpr (kRelay) {
-    if (relayed && t == 0 && first + group + row_step < p.rows) {
-      const BwdMath<Traits, kShift> n = bwd_math<Traits, kShift>(p, first + group + row_step);
-      held = make_float2(n.mu, n.rsigma);
-    }
+    if (relayed && t == 0) held = pair_of(first + group + row_step);
   }
   for (int s = 0; s < S; ++s) issue(first + group + s * row_step, s);
   int j = 0;
@@ -263,12 +265,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
       if (relayed) {
         if (t == 0) {
           relay[j & 1][group] = held;  // the next row's, read after this row's barrier
-          const int64_t after = row + 2 * row_step;
-          held = make_float2(0.f, 0.f);
-          if (after < p.rows) {
-            const BwdMath<Traits, kShift> n = bwd_math<Traits, kShift>(p, after);
-            held = make_float2(n.mu, n.rsigma);
-          }
+          held = pair_of(row + 2 * row_step);
         }
         if (j > 0) {
           const float2 pair = relay[(j - 1) & 1][group];
