@@ -67,6 +67,67 @@ TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
 INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd})),
                          tuned_entry_name);
 
+// The tuned pipelined lines of one CTA per row: with at least 16 rows per CTA, the CTAs take
+// their rows from a counter in the workspace (FwdParams::row_counter, one ticket per row). The
+// size query answers the counter's bytes, the launcher zeroes it (poisoned here first), and
+// every row is computed once, with the bits of the same call on every SM, where 37 rows are
+// fewer than the CTAs and each takes fixed rows. multiprocessorCount 1 (one CTA takes every
+// row after its first stages) and 2 (two CTAs race for the tickets).
+class TunedPipelinedFwdGpu : public TunedEntryGpu {};
+
+TEST_P(TunedPipelinedFwdGpu, RowsFromTheCounterAreEveryRowOnce) {
+  const KernelEntry& e = *GetParam();
+  for (int sms : {1, 2}) {
+    FwdCase c;
+    c.norm = e.key.norm;
+    c.fused_add = e.key.stage == Stage::kForwardAdd;
+    c.wtype = e.key.wtype;
+    c.itype = e.key.itype;
+    c.otype = e.key.otype;
+    c.hidden = e.key.hidden_size;
+    c.rows = 37;
+    c.multiprocessor_count = sms;
+    c.zero_centered_gamma = sms == 2;
+    c.seed = static_cast<uint32_t>(e.key.hidden_size + sms);
+    SCOPED_TRACE(c.describe() + detail::concat(" multiprocessorCount ", sms));
+    const FwdProblem p(c);
+    TensorHandle query;
+    p.call(query.get());
+    ASSERT_EQ(answered_workspace_bytes(query), 16u) << "the row counter's bytes";
+    DeviceBuffer mem(16);
+    ASSERT_EQ(cudaMemset(mem.get(), 0xFF, 16), cudaSuccess);
+    TensorHandle ws(mem.get(), {16}, DType::kByte);
+    p.call(ws.get());
+    const FwdResult r = p.outputs();
+    p.check(r);
+    EXPECT_EQ(r.kernel.name, e.name);
+    FwdCase all = c;
+    all.multiprocessor_count = 0;
+    const FwdResult fixed = run_fwd(all, false);
+    EXPECT_TRUE(same_bits(r.z, fixed.z, "z, counter vs fixed rows"));
+    EXPECT_TRUE(same_bits(r.rsigma, fixed.rsigma, "rsigma, counter vs fixed rows"));
+    if (c.norm == NormType::kLayerNorm) {
+      EXPECT_TRUE(same_bits(r.mu, fixed.mu, "mu, counter vs fixed rows"));
+    }
+    if (c.fused_add) {
+      EXPECT_TRUE(same_bits(r.residual_out, fixed.residual_out, "residual_out, counter vs fixed rows"));
+    }
+  }
+}
+
+std::vector<const KernelEntry*> tuned_pipelined_fwd_entries() {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry* e : tuned_entries({Stage::kForward, Stage::kForwardAdd})) {
+    if (e->name.find("_pipelined_") != std::string::npos && e->name.find("_c1_") != std::string::npos) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, TunedPipelinedFwdGpu, ::testing::ValuesIn(tuned_pipelined_fwd_entries()),
+                         tuned_entry_name);
+
 // ---- odd shapes, every dtype, both norms (general kernels) -----------------------------
 struct Shape2 {
   size_t rows, hidden;

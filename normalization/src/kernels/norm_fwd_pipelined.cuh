@@ -13,6 +13,14 @@
 // before a stage is refilled.
 // Exchange (C > 1): the row's statistics cross the cluster through distributed shared memory,
 // one transaction barrier per stage, no cluster barrier per row (pipeline.cuh).
+// Schedule. One CTA per row (C = 1) with p.row_counter: CTA k takes rows k, k + K, ...,
+// k + (S - 1) K first and then row S K + n for each ticket n it draws from the counter (one
+// atomicAdd per row, drawn a row ahead so that its latency hides behind a row's work), so that
+// a CTA whose SM streams more slowly takes fewer rows (ncu, 8192 x 32768 bf16 on the H200,
+// fixed rows per CTA: the SMs idle 7.6% of the kernel's cycles, waiting for the slowest). Rows
+// are independent: the outputs are the same bits either way. Otherwise cluster k walks rows
+// k, k + K, ... (clusters drawing tickets, rank 0 pushing each to its peers with the
+// statistics, measured 4-49% slower on the H200 in session 31: they keep the fixed walk).
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
@@ -77,6 +85,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   extern __shared__ uint4 staged_smem[];
   __shared__ ReduceSmem<K> smem;
   __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
+  // Dynamic schedule: the rows of the stages' next fills, [(j / S + 1) % 2][j % S] written by
+  // thread 0 in row j (for row j + S, before the reduction's CTA barrier) and read in rows j
+  // (after it) and j + S.
+  __shared__ unsigned next_rows[2][kMaxPipelineStages];
   int phase = 0;
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
@@ -89,6 +101,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   const int rank = C > 1 ? platform::cluster_rank() : 0;
   const int64_t first_row = blockIdx.x / C;
   const int64_t row_step = gridDim.x / C;
+  unsigned* const counter = C == 1 ? p.row_counter : nullptr;
+  const bool drawer = counter != nullptr && t == 0;  // draws the CTA's tickets
 
   exchange.begin(S, C);
 
@@ -100,6 +114,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
 
   platform::wait_for_prior_grid();
   for (int s = 0; s < S; ++s) issue(first_row + s * row_step, s);
+  // The ticket of the row after the first S (the counter was zeroed before the launch).
+  unsigned pending = drawer ? atomicAdd(counter, 1u) : 0u;
 
   // This thread's gamma (and beta), loaded once while the first rows land: gamma into
   // registers, beta into registers or into its slice after the ring (this thread's own
@@ -126,9 +142,17 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
 
+  const int64_t first_dynamic = static_cast<int64_t>(S) * row_step;  // the row of ticket 0
   int j = 0;
-  for (int64_t row = first_row; row < p.rows; row += row_step, ++j) {
+  for (;; ++j) {
     const int s = j % S;
+    const int64_t row = counter == nullptr || j < S ? first_row + j * row_step : next_rows[(j / S) & 1][s];
+    if (row >= p.rows) break;  // (rows are handed out in increasing order: so are all later ones)
+    unsigned* const next_slot = &next_rows[(j / S + 1) & 1][s];
+    if (drawer) {  // the row to fill this stage with next; the ticket after it drawn now
+      *next_slot = static_cast<unsigned>(first_dynamic) + pending;
+      pending = atomicAdd(counter, 1u);
+    }
     ring.wait(S);  // row j's copies (this thread's) have landed
     VI* xs = ring.stage(s);  // [x slice][residual slice]
 
@@ -155,6 +179,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     } else {
       part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
     }
+    // (Dynamic schedule: the reduction's CTA barrier orders the drawer's write of next_slot
+    // before every thread's read; a one-warp CTA syncs its lanes instead.)
+    if (counter != nullptr && G <= kWarp) platform::sync_warp();
     if constexpr (kRms) {
       part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
     } else {
@@ -181,7 +208,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
       }
     }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
-    issue(row + S * row_step, s);
+    issue(counter == nullptr ? row + S * row_step : static_cast<int64_t>(*next_slot), s);
   }
   exchange.end(j, C);
   platform::allow_dependent_grid();

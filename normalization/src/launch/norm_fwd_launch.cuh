@@ -94,11 +94,24 @@ inline constexpr size_t kPipelinedSmemBudget = 192 * 1024;
 // within this, so that two CTAs fit an SM's shared memory.
 inline constexpr size_t kPipelinedTwoCtaSmem = 96 * 1024;
 
+// The workspace of the tuned pipelined entries of one CTA per row: the counter of their
+// dynamic row schedule (FwdParams::row_counter), zeroed by the launcher (a memset) before each
+// launch that uses it: those of at least kDynamicRowsPerCta rows per CTA. The memset costs
+// about 3 µs of the stream's time (tools/ab.sh on the H200, session 31: 512 x 32768 bf16,
+// 3.9 rows per CTA, 23.0 -> 26.7 µs), what the schedule gained on 8192 x 32768 (62 rows per
+// CTA, 280.4 -> 268.5 µs) in about 16 rows per CTA.
+inline constexpr size_t kRowCounterBytes = 16;
+inline constexpr int64_t kDynamicRowsPerCta = 16;
+inline size_t row_counter_workspace(const void*) { return kRowCounterBytes; }
+
 // The pipelined layout (kernels/norm_fwd_pipelined.cuh): a persistent grid of as many
 // clusters (one CTA each when ctas_per_row is 1) as are resident at once, within the SM bound.
+// row_counter (kRowCounterBytes of the caller's workspace, or null: the fixed walk): one CTA
+// per row takes its rows from it when there are kDynamicRowsPerCta rows per CTA or more.
 // Returns false, launching nothing, when the device cannot hold the plan.
 template <typename Traits, typename Shape>
-bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
+bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream,
+                          void* row_counter = nullptr) {
   using Layout = PipelinedLayout<Traits, Shape::kVec>;
   constexpr auto kernel = norm_fwd_pipelined_kernel<Traits, Shape>;
   FwdParams p = args.params;
@@ -128,6 +141,10 @@ bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t
   }
   if (p.rows == 0) return true;
   clusters = std::min<int64_t>(clusters, p.rows);
+  if (row_counter != nullptr && cluster == 1 && p.rows >= kDynamicRowsPerCta * clusters) {
+    p.row_counter = static_cast<unsigned*>(row_counter);
+    NORMTUNE_CUDA_CHECK(cudaMemsetAsync(row_counter, 0, sizeof(unsigned), stream));
+  }
   NORMTUNE_CUDA_CHECK(platform::launch(kernel, static_cast<unsigned>(clusters * cluster), static_cast<unsigned>(threads),
                                        platform::LaunchOptions{.cluster = cluster, .smem = smem, .dependent = true},
                                        stream, p));
@@ -360,7 +377,9 @@ struct TunedFwd {
                      kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
                 "a block-scaled tuned plan is staged, with whole blocks per group of lanes and whole warps (the "
                 "block's shuffles take every lane of a warp)");
-  static constexpr WorkspaceFn workspace = nullptr;
+  // (The row counter of the pipelined layout on one CTA per row; the general entry's
+  // pipelined plans keep the fixed walk, as it answers no workspace.)
+  static constexpr WorkspaceFn workspace = kPipelined && kPlan.ctas_per_row == 1 ? &row_counter_workspace : nullptr;
 
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
@@ -377,7 +396,7 @@ struct TunedFwd {
       if constexpr (kStaged) {
         launched = launch_fwd_staged<Traits, Shape>(args, kPlan, stream);
       } else {
-        launched = launch_fwd_pipelined<Traits, Shape>(args, kPlan, stream);
+        launched = launch_fwd_pipelined<Traits, Shape>(args, kPlan, stream, args.workspace);
       }
       NORMTUNE_CHECK(launched, "tuned kernel ", config_string(kPlan),
                      ": the device cannot hold this layout (shared memory per CTA, or CTAs per cluster); "
