@@ -46,17 +46,23 @@ class NormFwdGpuWith : public ::testing::TestWithParam<P> {
 // ---- every tuned entry, at its hidden size ---------------------------------------------
 class TunedFwdGpu : public TunedEntryGpu {};
 
+// A case of a tuned entry's key: its norm, op, dtypes and hidden size, `rows` rows.
+FwdCase case_of_entry(const KernelEntry& e, size_t rows) {
+  FwdCase c;
+  c.norm = e.key.norm;
+  c.fused_add = e.key.stage == Stage::kForwardAdd;
+  c.wtype = e.key.wtype;
+  c.itype = e.key.itype;
+  c.otype = e.key.otype;
+  c.hidden = e.key.hidden_size;
+  c.rows = rows;
+  return c;
+}
+
 TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
   for (size_t rows : rows_for(e)) {
-    FwdCase c;
-    c.norm = e.key.norm;
-    c.fused_add = e.key.stage == Stage::kForwardAdd;
-    c.wtype = e.key.wtype;
-    c.itype = e.key.itype;
-    c.otype = e.key.otype;
-    c.hidden = e.key.hidden_size;
-    c.rows = rows;
+    FwdCase c = case_of_entry(e, rows);
     c.seed = static_cast<uint32_t>(rows + e.key.hidden_size);
     const FwdResult r = run_fwd(c);
     EXPECT_EQ(r.kernel.name, e.name);
@@ -78,14 +84,7 @@ class TunedPipelinedFwdGpu : public TunedEntryGpu {};
 TEST_P(TunedPipelinedFwdGpu, RowsFromTheCounterAreEveryRowOnce) {
   const KernelEntry& e = *GetParam();
   for (int sms : {1, 2}) {
-    FwdCase c;
-    c.norm = e.key.norm;
-    c.fused_add = e.key.stage == Stage::kForwardAdd;
-    c.wtype = e.key.wtype;
-    c.itype = e.key.itype;
-    c.otype = e.key.otype;
-    c.hidden = e.key.hidden_size;
-    c.rows = 37;
+    FwdCase c = case_of_entry(e, 37);
     c.multiprocessor_count = sms;
     c.zero_centered_gamma = sms == 2;
     c.seed = static_cast<uint32_t>(e.key.hidden_size + sms);
