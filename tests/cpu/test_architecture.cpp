@@ -892,6 +892,34 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
   }
 }
 
+// The workspace a tuned forward entry answers: none (the size query's one byte), but for the
+// pipelined entries of one CTA per row, which answer the counter of their dynamic row schedule
+// (16 bytes, launch/norm_fwd_launch.cuh) whatever the call's rows, so that the answer depends on
+// the key alone; the entry uses it from 16 rows per CTA on.
+TEST(TunedEntries, ForwardWorkspaceIsTheRowCounterOfOneCtaPipelinedLines) {
+  size_t counters = 0;
+  for (const KernelEntry* e : kernel_registry().entries()) {
+    if (e->is_general() || is_backward(e->key.stage) || e->backend != Backend::kNative) continue;
+    SCOPED_TRACE(e->name);
+    const bool one_cta_pipelined =
+        e->name.find("_pipelined_") != std::string::npos && e->name.find("_c1_") != std::string::npos;
+    if (!one_cta_pipelined) {
+      EXPECT_EQ(e->workspace_bytes, nullptr);
+      continue;
+    }
+    ++counters;
+    ASSERT_NE(e->workspace_bytes, nullptr);
+    for (int64_t rows : {int64_t{1}, int64_t{37}, int64_t{1} << 20}) {
+      FwdArgs fwd;
+      fwd.params.rows = rows;
+      fwd.params.hidden = static_cast<int>(e->key.hidden_size);
+      fwd.sm_bound = 132;
+      EXPECT_EQ(e->workspace_bytes(&fwd), 16u) << rows << " rows";
+    }
+  }
+  EXPECT_GT(counters, 0u) << "sm90.def has pipelined lines of one CTA per row (RMSNorm, LayerNorm bf16 32768)";
+}
+
 // Zero-centered gamma is a run-time argument: a call with it runs the entry of the plain key.
 TEST(TunedEntries, ZeroCenteredGammaSelectsTheSameEntry) {
   const Registry& registry = kernel_registry();
