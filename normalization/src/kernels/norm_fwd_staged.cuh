@@ -137,11 +137,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
   // LayerNorm 4096x8192 at 4 vectors per thread 41.76 -> 38.50). LayerNorm only up to 4
   // vectors per thread: gamma and beta held that long spilled at 8 and made its lines up to
   // 1.6x slower.
-  constexpr bool kPrefetchGamma = (kRms || Shape::kN <= 4) && Shape::kN > 0 && !Traits::kBlockScaled;
-  constexpr int kPre = kPrefetchGamma ? Shape::kN : 1;
+  constexpr bool kEarlyWeights = (kRms || Shape::kN <= 4) && Shape::kN > 0 && !Traits::kBlockScaled;
+  constexpr int kPre = kEarlyWeights ? Shape::kN : 1;
   [[maybe_unused]] VW gpre[kPre];
   [[maybe_unused]] VW bpre[kRms ? 1 : kPre];
-  if constexpr (kPrefetchGamma) {
+  if constexpr (kEarlyWeights) {
     if (!stage_weights) {
 #pragma unroll
       for (int i = 0; i < kPre; ++i) {
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
   } else if (row_ok) {
     auto outputs = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
-      if constexpr (kPrefetchGamma && !decltype(staged_weights)::value) {
+      if constexpr (kEarlyWeights && !decltype(staged_weights)::value) {
 #pragma unroll
         for (int i = 0; i < kPre; ++i) {
           const int v = vec_of(i);
