@@ -29,6 +29,7 @@ class BackendChoiceTest : public ::testing::Test {
     unsetenv("NVTE_NORM_FWD_USE_CUDNN");
     unsetenv("NVTE_NORM_BWD_USE_CUDNN");
     unsetenv("NORMTUNE_BACKEND");
+    unsetenv("NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE");
     reset_cudnn_norm_switches();
   }
 };
@@ -105,6 +106,26 @@ TEST_F(BackendChoiceTest, NormtuneVariableWhenTransformerEngineSaysNothing) {
       EXPECT_THAT(e.what(), HasSubstr("cuDNN!"));
     }
   }
+}
+
+// TransformerEngine's switch for zero-centered gamma + 1 in gamma's dtype (read by the cuDNN
+// backend only): off by default; TE's variable until the function is called; the function,
+// under either name, from then on; independent of the backend switches.
+TEST_F(BackendChoiceTest, ZeroCenteredGammaInWeightDtype) {
+  EXPECT_FALSE(zero_centered_gamma_in_weight_dtype());
+  set("NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE", "1");
+  EXPECT_TRUE(zero_centered_gamma_in_weight_dtype());
+  EXPECT_EQ(backend_choice(false).request, BackendRequest::kAuto);
+  set("NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE", "0");
+  EXPECT_FALSE(zero_centered_gamma_in_weight_dtype());
+  nvte_enable_zero_centered_gamma_in_weight_dtype(true);
+  EXPECT_TRUE(zero_centered_gamma_in_weight_dtype());
+  EXPECT_EQ(cudnn_norm_switch(false), -1);
+  set("NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE", "1");  // (set() resets the function's setting too)
+  normtune_enable_zero_centered_gamma_in_weight_dtype(false);
+  EXPECT_FALSE(zero_centered_gamma_in_weight_dtype());
+  nvte_enable_cudnn_norm_fwd(true);
+  EXPECT_FALSE(zero_centered_gamma_in_weight_dtype());
 }
 
 // ---- the plan cache ------------------------------------------------------------------------

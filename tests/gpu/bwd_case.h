@@ -22,6 +22,7 @@ struct BwdCase {
   size_t rows = 7;
   size_t hidden = 4096;
   bool zero_centered_gamma = false;
+  bool gamma_in_wtype = false;  // zero-centered gamma + 1 rounded to gamma's dtype (cuDNN)
   size_t x_offset = 0;  // bytes past an aligned allocation: x, dz, dx, add
   size_t gamma_offset = 0;
   uint32_t seed = 1;
@@ -31,9 +32,10 @@ struct BwdCase {
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm", add ? "+add" : "",
-                          x_specials.empty() ? "" : " (NaN/Inf in x)",
-                          " bwd ", rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
-                          zero_centered_gamma ? " zero_centered" : "", in_place ? " in_place" : "",
+                          x_specials.empty() ? "" : " (NaN/Inf in x)", " bwd ", rows, "x", hidden,
+                          " w=", dtype_name(wtype), " i=", dtype_name(itype),
+                          zero_centered_gamma ? " zero_centered" : "",
+                          gamma_in_wtype ? " (gamma+1 in wtype)" : "", in_place ? " in_place" : "",
                           " offsets=", x_offset, "/", gamma_offset, " sms=", multiprocessor_count);
   }
 };
@@ -181,7 +183,10 @@ class BwdProblem {
 
   // dx, dgamma (and dbeta) against the fp64 reference.
   void check(const BwdResult& r) const {
-    const std::vector<double> xv = x_.values(), dzv = dz_.values(), av = add_.values(), gv = gamma_.values();
+    const bool rounded = c_.zero_centered_gamma && c_.gamma_in_wtype;  // (then a plain gamma)
+    const std::vector<double> xv = x_.values(), dzv = dz_.values(), av = add_.values();
+    const std::vector<double> gv =
+        rounded ? gamma_plus_one_in_wtype(gamma_).values() : gamma_.values();
     reference::BwdInputs in;
     in.norm = c_.norm;
     in.rows = static_cast<int64_t>(c_.rows);
@@ -192,7 +197,7 @@ class BwdProblem {
     in.mu = stats_.mu.data();
     in.rsigma = stats_.rsigma.data();
     in.gamma = gv.data();
-    in.zero_centered_gamma = c_.zero_centered_gamma;
+    in.zero_centered_gamma = c_.zero_centered_gamma && !rounded;
     expect_bwd_matches_reference(in, c_.itype, c_.wtype, r.dx, r.dgamma, r.dbeta,
                                  c_.describe() + " kernel " + r.kernel.name);
   }

@@ -27,6 +27,7 @@ struct FwdCase {
   size_t rows = 7;
   size_t hidden = 4096;
   bool zero_centered_gamma = false;
+  bool gamma_in_wtype = false;  // zero-centered gamma + 1 rounded to gamma's dtype (cuDNN)
   bool with_amax = false;  // a high-precision z with an amax buffer (FP8 z always has one)
   size_t x_offset = 0;  // bytes past an aligned allocation
   size_t z_offset = 0;
@@ -48,10 +49,11 @@ struct FwdCase {
 
   std::string describe() const {
     return detail::concat(norm == NormType::kRMSNorm ? "RMSNorm" : "LayerNorm",
-                          x_specials.empty() ? "" : " (NaN/Inf in x)", fused_add ? (in_place ? "+add(in place)" : "+add") : "", " ",
-                          rows, "x", hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
+                          x_specials.empty() ? "" : " (NaN/Inf in x)",
+                          fused_add ? (in_place ? "+add(in place)" : "+add") : "", " ", rows, "x",
+                          hidden, " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           " o=", dtype_name(otype), zero_centered_gamma ? " zero_centered" : "",
-                          with_amax ? " +amax" : "",
+                          gamma_in_wtype ? " (gamma+1 in wtype)" : "", with_amax ? " +amax" : "",
                           is_fp8(otype) ? detail::concat(" scale ", fp8_scale) : std::string(),
                           " offsets=", x_offset, "/", gamma_offset, "/", z_offset);
   }
@@ -94,6 +96,9 @@ inline HostArray case_x(const FwdCase& c) {
   }
   return with_specials(std::move(x), c.x_specials);
 }
+inline HostArray case_gamma(const FwdCase& c) {
+  return random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2);
+}
 inline HostArray case_beta(const FwdCase& c) { return random_array(c.wtype, c.hidden, c.seed + 3, 0.0, 0.5); }
 
 // The buffers and handles of one case: random inputs, NaN-poisoned outputs, the nvte_* call
@@ -107,7 +112,7 @@ class FwdProblem {
         ln_(c.norm == NormType::kLayerNorm),
         x_(case_x(c)),
         residual_(random_array(c.itype, n_, c.seed + 1, 0.0, 1.0)),
-        gamma_(random_array(c.wtype, c.hidden, c.seed + 2, c.zero_centered_gamma ? 0.0 : 1.0, 0.2)),
+        gamma_(case_gamma(c)),
         beta_(case_beta(c)),
         d_x_(DeviceArray::from_host(x_, c.x_offset)),
         d_res_(DeviceArray::from_host(residual_, c.x_offset)),
@@ -214,7 +219,10 @@ class FwdProblem {
 
   // Every output against the fp64 reference.
   void check(const FwdResult& r) const {
-    const std::vector<double> xv = x_.values(), rv = residual_.values(), gv = gamma_.values(), bv = beta_.values();
+    const bool rounded = c_.zero_centered_gamma && c_.gamma_in_wtype;  // (then a plain gamma)
+    const std::vector<double> xv = x_.values(), rv = residual_.values(), bv = beta_.values();
+    const std::vector<double> gv =
+        rounded ? gamma_plus_one_in_wtype(gamma_).values() : gamma_.values();
     reference::FwdInputs in;
     in.norm = c_.norm;
     in.rows = static_cast<int64_t>(c_.rows);
@@ -224,7 +232,7 @@ class FwdProblem {
     in.gamma = gv.data();
     in.beta = bv.data();
     in.epsilon = c_.epsilon;
-    in.zero_centered_gamma = c_.zero_centered_gamma;
+    in.zero_centered_gamma = c_.zero_centered_gamma && !rounded;
     in.itype = c_.itype;
     const reference::FwdOutputs want = reference::norm_fwd(in);
     const std::string what = c_.describe() + " kernel " + r.kernel.name;

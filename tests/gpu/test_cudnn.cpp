@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -167,6 +168,85 @@ TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
   EXPECT_EQ(after.builds, before.builds) << "a cached shape was built again";
   EXPECT_GE(after.hits, before.hits + 10);  // the query and the call, five times
   EXPECT_LE(after.size, after.capacity);
+}
+
+// TransformerEngine's nvte_enable_zero_centered_gamma_in_weight_dtype, with TE's meaning: on,
+// the cuDNN graphs round gamma + 1 to gamma's (16-bit) dtype, forward and backward. Each call
+// is checked against the reference of the gamma it should use (the suites' check); and since
+// gamma + 1 rounded to bf16 (fp16) moves by up to as much as z's own rounding step, the
+// forward's z, rounded, must follow the rounded gamma's reference nearly everywhere and the
+// fp32 sum's in visibly fewer elements (the other way round with the switch off: a plan of its
+// own); the backward's dx differs between the two settings. The native kernels do not read
+// it (as TE's own kernels): with cuDNN switched off, the fp32 sum.
+// How many elements of a zero-centered forward's z equal the reference rounded to z's dtype,
+// [0] with gamma + 1 in fp32, [1] with gamma + 1 rounded to gamma's dtype.
+std::array<size_t, 2> z_follows(const FwdCase& c, const FwdResult& r) {
+  const HostArray x = case_x(c), gamma = case_gamma(c), beta = case_beta(c);
+  const reference::FwdOutputs want[2] = {
+      reference_fwd(c.norm, c.rows, c.hidden, x, nullptr, gamma, beta, true, c.itype),
+      reference_fwd(c.norm, c.rows, c.hidden, x, nullptr, gamma_plus_one_in_wtype(gamma), beta,
+                    false, c.itype)};
+  std::array<size_t, 2> follows = {0, 0};
+  HostArray rounded(c.otype, 1);
+  for (size_t i = 0; i < r.z.count; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      rounded.set(0, want[k].z[i]);
+      follows[k] += r.z.get(i) == rounded.get(0);
+    }
+  }
+  return follows;
+}
+
+// TransformerEngine's nvte_enable_zero_centered_gamma_in_weight_dtype, with TE's meaning: on,
+// the cuDNN graphs round gamma + 1 to gamma's (16-bit) dtype, forward and backward. Each call
+// is checked against the reference of the gamma it should use (the suites' check); and since
+// gamma + 1 rounded to bf16 (fp16) moves by up to as much as z's own rounding step, the
+// forward's z, rounded, must follow that reference nearly everywhere and the other setting's
+// in visibly fewer elements (either way round: each setting a plan of its own); the
+// backward's dx differs between the two settings. The native kernels do not read it (as TE's
+// own kernels): with cuDNN switched off, the fp32 sum.
+TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+      HostArray dx[2];
+      for (int on : {1, 0}) {
+        nvte_enable_zero_centered_gamma_in_weight_dtype(on == 1);
+        FwdCase c = case_of<FwdCase>(norm, t, t, 37, 1024, 41);
+        c.zero_centered_gamma = true;
+        c.gamma_in_wtype = on == 1;
+        SCOPED_TRACE(c.describe());
+        const FwdResult r = run_fwd(c);
+        EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
+        const std::array<size_t, 2> follows = z_follows(c, r);
+        const size_t n = r.z.count;
+        EXPECT_GE(follows[on], n * 98 / 100) << "z follows the setting's gamma";
+        EXPECT_LE(follows[1 - on] + n / 20, follows[on])
+            << "z follows the other setting's gamma as well";
+
+        BwdCase b = case_of<BwdCase>(norm, t, t, 37, 1024, 43);
+        b.zero_centered_gamma = true;
+        b.gamma_in_wtype = on == 1;
+        SCOPED_TRACE(b.describe());
+        const BwdResult rb = run_bwd(b);
+        EXPECT_TRUE(ran_cudnn(rb.kernel)) << rb.kernel.name;
+        dx[on] = rb.dx;
+      }
+      size_t differ = 0;
+      for (size_t i = 0; i < dx[0].count; ++i) differ += dx[0].get(i) != dx[1].get(i);
+      EXPECT_GE(differ, dx[0].count / 20)
+          << "dx is the same with gamma + 1 in fp32 and in gamma's dtype";
+    }
+  }
+  nvte_enable_zero_centered_gamma_in_weight_dtype(true);
+  nvte_enable_cudnn_norm_fwd(false);
+  FwdCase native =
+      case_of<FwdCase>(NormType::kRMSNorm, DType::kBFloat16, DType::kBFloat16, 37, 1024, 47);
+  native.zero_centered_gamma = true;  // (gamma_in_wtype false: checked against the fp32 sum)
+  const FwdResult r = run_fwd(native);
+  EXPECT_FALSE(ran_cudnn(r.kernel)) << r.kernel.name;
+  const std::array<size_t, 2> follows = z_follows(native, r);
+  EXPECT_GE(follows[0], r.z.count * 98 / 100) << "the native kernel's z follows gamma + 1 in fp32";
+  EXPECT_LE(follows[1] + r.z.count / 20, follows[0]);
 }
 
 TEST_F(CudnnGpu, UnsupportedCallsAreClearErrors) {

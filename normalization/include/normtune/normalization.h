@@ -101,6 +101,15 @@ void nvte_layernorm_bwd(const NVTETensor dz, const NVTETensor x, const NVTETenso
 void nvte_enable_cudnn_norm_fwd(bool enable);
 void nvte_enable_cudnn_norm_bwd(bool enable);
 
+/* TransformerEngine's switch for zero-centered gamma in gamma's dtype, with TE's meaning: on,
+ * the cuDNN backend computes gamma + 1 in fp32 and rounds it to gamma's dtype before the norm
+ * uses it (forward and backward), as TE's cuDNN graphs do; off (the default), it uses gamma + 1
+ * in fp32. Until called, TE's variable NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE (1: on) decides.
+ * Only the cuDNN backend reads it (TE: "if CuDNN is not used, this setting has no effect"):
+ * normtune's kernels always use gamma + 1 in fp32. For the whole process; a call that builds
+ * a cuDNN plan takes the setting of that moment (plans of both settings are cached apart). */
+void nvte_enable_zero_centered_gamma_in_weight_dtype(bool enable);
+
 #ifdef __cplusplus
 }  // extern "C"
 

@@ -16,6 +16,7 @@ namespace normtune {
 namespace {
 
 std::atomic<int> g_switch[2] = {-1, -1};  // [backward]: nvte_enable_cudnn_norm_fwd / _bwd
+std::atomic<int> g_gamma_in_wtype{-1};    // nvte_enable_zero_centered_gamma_in_weight_dtype
 
 // TE's reading of a boolean variable: set and not "0" (TE compares with "1"; both accept 1/0).
 // A TransformerEngine switch variable: -1 unset (or empty), 0 set off ("0", "false", "off",
@@ -31,6 +32,7 @@ int env_switch(const char* name) {
 // makes no environment lookup. reset_cudnn_norm_switches() makes the next call read them again.
 struct EnvState {
   int te_cudnn[2] = {-1, -1};  // NVTE_NORM_FWD_USE_CUDNN, NVTE_NORM_BWD_USE_CUDNN (env_switch)
+  int te_gamma_in_wtype = -1;  // NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE (env_switch)
   BackendChoice normtune;             // NORMTUNE_BACKEND
   std::string invalid;                // NORMTUNE_BACKEND's value when it is not a backend
 };
@@ -39,6 +41,7 @@ EnvState read_env() {
   EnvState e;
   e.te_cudnn[0] = env_switch("NVTE_NORM_FWD_USE_CUDNN");
   e.te_cudnn[1] = env_switch("NVTE_NORM_BWD_USE_CUDNN");
+  e.te_gamma_in_wtype = env_switch("NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE");
   const char* v = std::getenv("NORMTUNE_BACKEND");
   const std::string_view s(v != nullptr ? v : "");
   if (s == "auto") {
@@ -71,7 +74,13 @@ const EnvState& env_state() {
 void reset_cudnn_norm_switches() {
   g_switch[0].store(-1);
   g_switch[1].store(-1);
+  g_gamma_in_wtype.store(-1);
   g_env.store(nullptr, std::memory_order_release);
+}
+
+bool zero_centered_gamma_in_weight_dtype() {
+  const int sw = g_gamma_in_wtype.load(std::memory_order_relaxed);
+  return sw != -1 ? sw == 1 : env_state().te_gamma_in_wtype == 1;
 }
 
 int cudnn_norm_switch(bool backward) { return g_switch[backward ? 1 : 0].load(std::memory_order_relaxed); }
@@ -103,5 +112,8 @@ extern "C" {
 
 void nvte_enable_cudnn_norm_fwd(bool enable) { normtune::g_switch[0].store(enable ? 1 : 0); }
 void nvte_enable_cudnn_norm_bwd(bool enable) { normtune::g_switch[1].store(enable ? 1 : 0); }
+void nvte_enable_zero_centered_gamma_in_weight_dtype(bool enable) {
+  normtune::g_gamma_in_wtype.store(enable ? 1 : 0);
+}
 
 }  // extern "C"

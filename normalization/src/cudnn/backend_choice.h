@@ -1,5 +1,6 @@
 // Which backend a normalization call asks for: TransformerEngine's switches first, with TE's
-// meaning, then normtune's variable.
+// meaning, then normtune's variable. (And TE's switch of how the cuDNN backend forms
+// zero-centered gamma, at the end.)
 //   - nvte_enable_cudnn_norm_fwd(bool) / nvte_enable_cudnn_norm_bwd(bool) set the choice of
 //     the forward / backward calls for the whole process: true is cuDNN, false the native
 //     kernels (TE's own kernels in TE: never cuDNN, not even where the tuned table names it);
@@ -31,7 +32,14 @@ BackendChoice backend_choice(bool backward);
 
 // What nvte_enable_cudnn_norm_fwd/bwd set: -1 (never called: the variable decides), 0 or 1.
 int cudnn_norm_switch(bool backward);
-// Back to "never called", and the variables read again at the next call (tests).
+// Back to "never called", and the variables read again at the next call (tests); the
+// zero-centered gamma switch below too.
 void reset_cudnn_norm_switches();
+
+// Whether the cuDNN backend rounds gamma + 1 to gamma's dtype for zero-centered gamma:
+// nvte_enable_zero_centered_gamma_in_weight_dtype's setting, or until it is called,
+// TransformerEngine's variable NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE (read once per process, as
+// the others); off when neither says. Only the cuDNN backend reads it, as in TE.
+bool zero_centered_gamma_in_weight_dtype();
 
 }  // namespace normtune

@@ -15,7 +15,10 @@
 // Tensors as TransformerEngine's cuDNN path lays them out: x, z, dz, dx [rows, hidden, 1, 1]
 // with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
 // mu, rsigma [rows, 1, 1, 1] fp32. Zero-centered gamma: gamma + 1 by a pointwise add in fp32
-// before the norm (the native kernels add in fp32 too).
+// before the norm (the native kernels add in fp32 too); with TransformerEngine's switch
+// nvte_enable_zero_centered_gamma_in_weight_dtype (or NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE=1) and
+// a 16-bit gamma, the sum is rounded to gamma's dtype, as TE's graphs do then (the constant 1
+// in that dtype too), and the plan is cached apart from the fp32 one.
 //
 // Per-tensor FP8 z (TransformerEngine's cuDNN graph for delayed scaling, with the native
 // kernels' meaning): the norm's output stays in fp32 inside the graph; z = fp8(value * scale)
@@ -33,6 +36,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +49,7 @@
 #include <normtune/common/error.h>
 #include <normtune/normtune.h>
 
+#include "cudnn/backend_choice.h"
 #include "cudnn/cudnn_library.h"
 #include "cudnn/fp8_finish.h"
 #include "cudnn/plan_cache.h"
@@ -146,12 +151,13 @@ struct PlanKey {
   uint64_t key = 0;  // pack(NormKey), the zero-centered flag included
   int64_t rows = 0;
   int device = 0;
+  bool gamma_in_wtype = false;  // zero-centered gamma + 1 rounded to gamma's dtype
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     return std::hash<uint64_t>{}(k.key) ^ (std::hash<int64_t>{}(k.rows) * 0x9E3779B97F4A7C15ull) ^
-           static_cast<size_t>(k.device);
+           (static_cast<size_t>(k.device) << 1) ^ static_cast<size_t>(k.gamma_in_wtype);
   }
 };
 
@@ -159,6 +165,9 @@ struct Plan {
   fe::graph::Graph graph;
   int64_t workspace = 0;  // cuDNN's
   bool fp8 = false;       // a per-tensor FP8 z: the amax slot after cuDNN's workspace
+  // Zero-centered gamma: the constant 1 the graph adds, in its dtype (fp32, or gamma's with
+  // gamma_in_wtype), passed by value at execution.
+  alignas(4) unsigned char one[4] = {};
   // What the size query answers and the call brings.
   size_t call_workspace() const { return fp8 ? amax_slot_offset(workspace) + sizeof(float) : static_cast<size_t>(workspace); }
 };
@@ -243,17 +252,34 @@ std::shared_ptr<fe::graph::Tensor_attributes> scalar(fe::graph::Graph& g, const 
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-// gamma as the norm uses it: gamma, or gamma + 1 (fp32) with zero-centered gamma.
-std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, const NormKey& key, int64_t hidden) {
+// The constant 1 in `t` (fp32, fp16 or bf16), as its bytes.
+void store_one(DType t, unsigned char* out) {
+  if (t == DType::kFloat32) {
+    const float one = 1.f;
+    std::memcpy(out, &one, sizeof(one));
+  } else {
+    const uint16_t one = t == DType::kFloat16 ? 0x3C00 : 0x3F80;  // fp16 / bf16 1.0
+    std::memcpy(out, &one, sizeof(one));
+  }
+}
+
+// gamma as the norm uses it: gamma, or gamma + 1 with zero-centered gamma, added in fp32 and
+// kept in fp32, or (in_wtype) rounded to gamma's dtype.
+std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, Plan& plan,
+                                                     const NormKey& key, int64_t hidden,
+                                                     bool in_wtype) {
   auto gamma = per_column(g, "gamma", kUidGamma, hidden, key.wtype);
   if ((key.flags & kFlagZeroCenteredGamma) == 0) return gamma;
+  const DType sum_type = in_wtype ? key.wtype : DType::kFloat32;
   auto one = scalar(g, "one", kUidOne);
+  one->set_data_type(fe_type(sum_type));
+  store_one(sum_type, plan.one);
   auto shifted = g.pointwise(gamma, one,
                              fe::graph::Pointwise_attributes()
                                  .set_name("gamma_plus_one")
                                  .set_mode(fe::PointwiseMode_t::ADD)
                                  .set_compute_data_type(fe::DataType_t::FLOAT));
-  shifted->set_data_type(fe::DataType_t::FLOAT);
+  shifted->set_data_type(fe_type(sum_type));
   return shifted;
 }
 
@@ -304,11 +330,12 @@ void forward_output(fe::graph::Graph& g, const NormKey& key, Plan& plan,
   amax->set_output(true).set_uid(kUidAmax).set_data_type(fe::DataType_t::FLOAT).set_dim({1, 1, 1, 1});
 }
 
-std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden,
+                                    bool gamma_in_wtype, cudnnHandle_t h) {
   auto plan = new_plan(key);
   fe::graph::Graph& g = plan->graph;
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
-  auto gamma = weight(g, key, hidden);
+  auto gamma = weight(g, *plan, key, hidden, gamma_in_wtype);
   auto epsilon = scalar(g, "epsilon", kUidEpsilon);
   if (key.norm == NormType::kRMSNorm) {
     auto attrs = fe::graph::Rmsnorm_attributes()
@@ -333,12 +360,13 @@ std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hi
   return plan;
 }
 
-std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t hidden, cudnnHandle_t h) {
+std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t hidden,
+                                     bool gamma_in_wtype, cudnnHandle_t h) {
   auto plan = new_plan(key);
   fe::graph::Graph& g = plan->graph;
   auto dz = rows_hidden(g, "dz", kUidDz, rows, hidden, key.itype);
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
-  auto gamma = weight(g, key, hidden);
+  auto gamma = weight(g, *plan, key, hidden, gamma_in_wtype);
   auto rsigma = per_row(g, "rsigma", kUidRsigma, rows);
   if (key.norm == NormType::kRMSNorm) {
     auto attrs = fe::graph::Rmsnorm_backward_attributes().has_dbias(false).set_compute_data_type(fe::DataType_t::FLOAT);
@@ -372,13 +400,19 @@ auto with_context(const NormKey& key, int64_t rows, const char* what, Fn&& fn) {
   }
 }
 
-// The plan of a call of `key` (types from the entry, zero-centered gamma from the call).
+// The plan of a call of `key` (types from the entry, zero-centered gamma from the call, and
+// TransformerEngine's switch for how gamma + 1 is formed, where it matters: a 16-bit gamma).
 std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden) {
   key.flags = zero_centered ? kFlagZeroCenteredGamma : 0;
   key.hidden_size = static_cast<uint32_t>(hidden);
   const int device = current_device();
-  const PlanKey pk{pack(key), rows, device};
-  return with_context(key, rows, "building the graph", [&] {
+  const bool in_wtype =
+      zero_centered && key.wtype != DType::kFloat32 && zero_centered_gamma_in_weight_dtype();
+  const PlanKey pk{pack(key), rows, device, in_wtype};
+  const char* what = in_wtype
+                         ? "building the graph (zero-centered gamma + 1 rounded to gamma's dtype)"
+                         : "building the graph";
+  return with_context(key, rows, what, [&] {
     if (std::string why = failed_plans().find(pk); !why.empty()) {
       NORMTUNE_ERROR(why, " (an earlier build of this shape in this process; not tried again)");
     }
@@ -390,8 +424,8 @@ std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, in
                          fe::detail::get_backend_version(), ")");
         }
         std::lock_guard<std::mutex> lock(dh.lock);
-        return is_backward(key.stage) ? build_backward(key, rows, hidden, dh.handle)
-                                      : build_forward(key, rows, hidden, dh.handle);
+        return is_backward(key.stage) ? build_backward(key, rows, hidden, in_wtype, dh.handle)
+                                      : build_forward(key, rows, hidden, in_wtype, dh.handle);
       } catch (const std::exception& e) {
         failed_plans().add(pk, e.what());
         throw;
@@ -465,15 +499,14 @@ size_t plan_workspace(const void* a) {
   return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->call_workspace();
 }
 
-// A call's plan (cached) run with its tensors (`pack`; the constant 1 of zero-centered gamma
-// added here, and a per-tensor FP8 plan's amax slot in the workspace), for FwdParams or
+// A call's plan (cached) run with its tensors (`pack`; the plan's constant 1 of zero-centered
+// gamma added here, and a per-tensor FP8 plan's amax slot in the workspace), for FwdParams or
 // BwdParams. Returns the plan.
 template <typename Params>
 std::shared_ptr<Plan> run_graph(const NormKey& key, const Params& p, std::unordered_map<int64_t, void*>& pack,
                                 void* workspace, cudaStream_t stream) {
   auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
-  float one = 1.f;
-  if (p.zero_centered_gamma) pack[kUidOne] = &one;
+  if (p.zero_centered_gamma) pack[kUidOne] = plan->one;
   if (plan->fp8) {
     // (Zeroed first: whether cuDNN's AMAX reduction overwrites its output or folds into it,
     // the slot then holds this call's max.)
