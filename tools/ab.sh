@@ -31,6 +31,9 @@
 #                                      (tools/def_lines.py); to make this tree a variant, run
 #                                      tools/def_lines.py registry/tuned/sm90.def LINE... here.
 #   tools/ab.sh clean-variants         here: removes ./ab_var.
+# Device time: `tools/prebuilt.sh pack-ab` here builds every side's CLI beforehand; with
+# carry [".prebuilt", "ab_base", "ab_var"], `run` unpacks them instead of building (a side whose
+# sources changed since is built there as before).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cmd="${1:-}"
@@ -43,7 +46,8 @@ new_variant_dir() {
   [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "ab.sh: variant names are letters, digits, _ . -" >&2; exit 1; }
   dir="$root/ab_var/$name"
   rm -rf "$dir" && mkdir -p "$dir"
-  git -C "$root" ls-files -z | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+  # (docs/ left out: no build reads it, and it is most of the bytes the device tool carries.)
+  git -C "$root" ls-files -z -- . ':!docs' | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
 }
 case "$cmd" in
   prepare)
@@ -57,7 +61,7 @@ case "$cmd" in
     fi
     git -C "$root" rev-parse --verify --quiet "$rev^{commit}" >/dev/null || { echo "ab.sh: no commit '$rev'" >&2; exit 1; }
     rm -rf "$root/ab_base" && mkdir -p "$root/ab_base"
-    git -C "$root" archive "$rev" | tar -x -C "$root/ab_base"
+    git -C "$root" archive "$rev" -- . ':!docs' | tar -x -C "$root/ab_base"  # (docs/: as variant)
     git -C "$root" rev-parse "$rev" > "$root/ab_base/.ab_rev"
     echo "ab_base: $(cat "$root/ab_base/.ab_rev"); on the device: carry [\"ab_base\"] (and the usual paths)"
     ;;
@@ -94,7 +98,11 @@ case "$cmd" in
     out="${OUT:-$root/out}"
     mkdir -p "$out"
     export PATH="/usr/local/cuda/bin:$PATH"
-    build() {  # source dir, build dir, log
+    build() {  # source dir, build dir, log (or its CLI from tools/prebuilt.sh pack-ab, carried)
+      if "$root/tools/prebuilt.sh" unpack "$1" "$2" >>"$3" 2>&1; then
+        echo "ab.sh: $(basename "$2") prebuilt"
+        return
+      fi
       if ! { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 >"$3" 2>&1 &&
              cmake --build "$2" --parallel "$(nproc)" --target normtune_cli >>"$3" 2>&1; }; then
         grep -E "error" "$3" | head -20

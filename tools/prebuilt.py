@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The archives of tools/prebuilt.sh (see there).
+
+  prebuilt.py manifest SRC OUT                   SRC's source files on stdin (NUL-separated,
+                                                 relative to SRC): their sha256 into OUT (JSON),
+                                                 taken before the build
+  prebuilt.py pack SRC BUILD suite|cli ARCHIVE MANIFEST
+                                                 BUILD's files that running needs, and that
+                                                 manifest, into ARCHIVE
+  prebuilt.py unpack SRC BUILD ARCHIVE           BUILD from ARCHIVE when SRC's files are the
+                                                 manifest's (the same names, the same sha256);
+                                                 exit 1, with why, when they are not
+  prebuilt.py --self-test
+
+The manifest holds the files a build reads (sources, headers, tables, CMake and Python files;
+not docs/, *.md or shell scripts), so that a note written after packing does not make the
+archive stale. Paths in the archive are relative to BUILD's parent, which is
+the same folder on both machines (BUILD's absolute path is kept and checked).
+"""
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+MANIFEST = "prebuilt-manifest.json"
+
+
+BUILD_INPUTS = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".def", ".cmake", ".in", ".py", ".txt",
+                ".json", ".toml")
+
+
+def counts(path):
+    """Whether a source file can change a build: sources, headers, tables and build scripts,
+    outside docs/ and the dot-folders (.ci, .git, .prebuilt, ...)."""
+    parts = path.split("/")
+    return (path.endswith(BUILD_INPUTS) and parts[0] != "docs" and not parts[0].startswith(".")
+            and "__pycache__" not in parts)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_of(src, names):
+    return {n: sha256(os.path.join(src, n)) for n in sorted(names) if counts(n) and os.path.isfile(os.path.join(src, n))}
+
+
+def wanted(rel, target):
+    """BUILD's files (relative to BUILD) that ctest / the CLI need: not objects or build rules."""
+    parts = rel.split("/")
+    if "CMakeFiles" in parts or parts[0] == "Testing" or parts[0] == "generated":
+        return False
+    if rel.endswith((".o", ".ninja", ".a")) or parts[-1].startswith(".ninja"):
+        return False
+    if target == "cli":
+        return rel == "tools/normtune" or parts[-1].startswith("libnormtune.so")
+    return True
+
+
+def pack(src, build, target, archive, sources):
+    src, build = os.path.abspath(src), os.path.abspath(build)
+    meta = {"build": build, "src": src, "target": target, "sources": sources}
+    parent, base = os.path.dirname(build), os.path.basename(build)
+    tmp = archive + ".tmp"
+    with tarfile.open(tmp, "w:xz", preset=9) as tar:
+        for dirpath, dirnames, filenames in os.walk(build):
+            dirnames.sort()
+            for f in sorted(filenames):
+                full = os.path.join(dirpath, f)
+                rel = os.path.relpath(full, build)
+                if wanted(rel, target):
+                    tar.add(full, arcname=os.path.join(base, rel), recursive=False)
+        data = json.dumps(meta, indent=0, sort_keys=True).encode()
+        info = tarfile.TarInfo(os.path.join(base, MANIFEST))
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, archive)
+    size = os.path.getsize(archive)
+    print(f"prebuilt: {archive} ({size / 2**20:.1f} MiB, {len(meta['sources'])} source files in its manifest); "
+          f"on the device: carry [\".prebuilt\"] (64 MiB in all with the other carried paths)")
+
+
+def tree_names(src):
+    """SRC's files as the device's copy has them: every file under it but build folders and
+    ignored clutter (a stray file there only makes the archive look stale: a build, not a wrong
+    result)."""
+    names = []
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel_dir = os.path.relpath(dirpath, src)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if not (d.startswith("build") or d.startswith(".") or
+                                                       d in ("ab_base", "ab_var", "out"))]
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for f in filenames:
+            rel = os.path.normpath(os.path.join(rel_dir, f))
+            if not rel.startswith("."):
+                names.append(rel)
+    return names
+
+
+def unpack(src, build, archive):
+    src, build = os.path.abspath(src), os.path.abspath(build)
+    with tarfile.open(archive, "r:xz") as tar:
+        base = os.path.basename(build)
+        meta = json.load(tar.extractfile(os.path.join(base, MANIFEST)))
+        if meta["build"] != build:
+            print(f"prebuilt: {archive} was built for {meta['build']}, not {build}", file=sys.stderr)
+            return 1
+        want = meta["sources"]
+        have = manifest_of(src, [n for n in tree_names(src) if counts(n)])
+        changed = sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))
+        if changed:
+            print(f"prebuilt: {archive} is stale ({len(changed)} source files differ: "
+                  f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})", file=sys.stderr)
+            return 1
+        tar.extractall(os.path.dirname(build), filter="tar" if hasattr(tarfile, "data_filter") else None)
+    print(f"prebuilt: {base} unpacked from {archive} ({meta['target']}; nothing built here)")
+    return 0
+
+
+def self_test():
+    with tempfile.TemporaryDirectory() as d:
+        src, build = os.path.join(d, "src"), os.path.join(d, "src", "build-x")
+        os.makedirs(os.path.join(src, "lib"))
+        os.makedirs(os.path.join(build, "tools"))
+        os.makedirs(os.path.join(build, "CMakeFiles"))
+        for name, text in [("lib/a.cu", "A"), ("CMakeLists.txt", "C"), ("README.md", "R")]:
+            with open(os.path.join(src, name), "w") as f:
+                f.write(text)
+        for name in ["tools/normtune", "libnormtune.so.0", "CMakeFiles/x.o", "tests_x"]:
+            with open(os.path.join(build, name), "w") as f:
+                f.write(name)
+        archive = os.path.join(d, "b.tar.xz")
+        pack(src, build, "cli", archive, manifest_of(src, ["lib/a.cu", "CMakeLists.txt", "README.md"]))
+        with tarfile.open(archive) as tar:
+            got = sorted(tar.getnames())
+        assert got == ["build-x/libnormtune.so.0", "build-x/prebuilt-manifest.json", "build-x/tools/normtune"], got
+        for name in ["tools/normtune", "libnormtune.so.0", "tests_x"]:
+            os.remove(os.path.join(build, name))
+        with open(os.path.join(src, "README.md"), "w") as f:
+            f.write("a note: not a build input")
+        assert unpack(src, build, archive) == 0
+        assert os.path.isfile(os.path.join(build, "tools/normtune"))
+        with open(os.path.join(src, "lib/a.cu"), "w") as f:
+            f.write("B")
+        assert unpack(src, build, archive) == 1, "an edited source must make it stale"
+        with open(os.path.join(src, "lib/a.cu"), "w") as f:
+            f.write("A")
+        with open(os.path.join(src, "lib/new.cu"), "w") as f:
+            f.write("N")
+        assert unpack(src, build, archive) == 1, "a new source must make it stale"
+        os.remove(os.path.join(src, "lib/new.cu"))
+        assert unpack(src, os.path.join(d, "src", "elsewhere", "build-x"), archive) == 1, "another path"
+    print("prebuilt.py: self-test passed")
+    return 0
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        return self_test()
+    if len(argv) == 4 and argv[1] == "manifest":
+        names = [n for n in sys.stdin.buffer.read().decode().split("\0") if n]
+        with open(argv[3], "w") as f:
+            json.dump(manifest_of(argv[2], names), f)
+        return 0
+    if len(argv) == 7 and argv[1] == "pack":
+        with open(argv[6]) as f:
+            pack(argv[2], argv[3], argv[4], argv[5], json.load(f))
+        return 0
+    if len(argv) == 5 and argv[1] == "unpack":
+        return unpack(argv[2], argv[3], argv[4])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds here, on a machine without a GPU, what the GPU machine would otherwise build, and packs
+# it to travel there (the device tool's `carry`), so that its device time goes to running:
+# its builds took 100-200 s of each session's 1800 (gpu_check.sh's whole build, ab.sh's CLI per
+# side). The GPU machine's copy of the tree lies at the same path as this one (/work/main), so
+# the binaries' library paths and ctest's files hold there as they are.
+#   tools/prebuilt.sh pack [suite|cli]  here: configures and builds build-gpu as gpu_check.sh
+#                                       does (Release, sm_90), with the cuDNN backend
+#                                       (tools/fetch_cudnn_frontend.sh), and packs what running
+#                                       needs into .prebuilt/build-gpu.tar.xz: suite (default)
+#                                       the library, the CLI, every test and ctest's files
+#                                       (~25 MB); cli the library and the CLI (~19 MB)
+#   tools/prebuilt.sh pack-ab           here: the CLI of ab_base (unless `ab.sh prepare tree`)
+#                                       and of every ab_var/NAME, as ab.sh run builds them
+#                                       (build-ab-base, build-ab-var-NAME), one archive each
+#   tools/prebuilt.sh unpack SRC BUILD  on the GPU machine (gpu_check.sh and ab.sh call it):
+#                                       unpacks .prebuilt/BUILD.tar.xz into BUILD when every
+#                                       source file of SRC it was built from is unchanged (a
+#                                       sha256 manifest) and its CLI runs there; exits 1 when
+#                                       there is no archive, it is stale, or it does not run,
+#                                       and the caller builds there as before.
+# Each archive holds the sources' manifest: an edit after packing makes it stale, never wrong.
+# carry: [".prebuilt"] with the usual paths (64 MiB in all: the suite and one ab side fit).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+store="$root/.prebuilt"
+export PATH="/usr/local/cuda/bin:$PATH"
+
+# The source files of SRC, relative to it, NUL-separated, for the manifest (prebuilt.py keeps
+# those a build reads): git's tracked and unignored files for the tree itself; every file of an
+# ab_base / ab_var copy. (On the GPU machine, which may have no git, prebuilt.py walks SRC.)
+sources() {
+  if [[ "$1" == "$root" ]]; then
+    git -C "$root" ls-files -z -co --exclude-standard
+  else
+    (cd "$1" && find . -type f ! -name '.ab_*' -printf '%P\0')
+  fi
+}
+
+# pack_build SRC BUILD TARGET: configure and build BUILD from SRC, then the archive.
+pack_build() {
+  local src="$1" build="$2" target="$3" name log
+  name="$(basename "$build")"
+  log="$store/$name.build.log"
+  mkdir -p "$store"
+  local cudnn
+  cudnn="$("$root/tools/fetch_cudnn_frontend.sh")"
+  echo "prebuilt: building $name from $([[ "$src" == "$root" ]] && echo "this tree" || echo "${src#"$root"/}") ($target; log $log)"
+  # (The manifest first: a file edited during the build makes the archive stale, not wrong.
+  # The tools' self-tests run python3 by name: ctest finds it on the GPU machine's PATH.)
+  sources "$src" | python3 "$root/tools/prebuilt.py" manifest "$src" "$store/$name.manifest.json"
+  local start
+  start=$(date +%s)
+  local args=()
+  [[ "$target" == cli ]] && args=(--target normtune_cli)
+  if ! { cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 \
+           -DNORMTUNE_ENABLE_CUDNN=ON -DNORMTUNE_CUDNN_FRONTEND_INCLUDE="$cudnn" \
+           -DNORMTUNE_TEST_PYTHON=python3 >"$log" 2>&1 &&
+         cmake --build "$build" --parallel "$(nproc)" "${args[@]}" >>"$log" 2>&1; }; then
+    grep -E "error" "$log" | head -20
+    exit 1
+  fi
+  echo "prebuilt: built in $(( $(date +%s) - start )) s"
+  python3 "$root/tools/prebuilt.py" pack "$src" "$build" "$target" "$store/$name.tar.xz" "$store/$name.manifest.json"
+  rm -f "$store/$name.manifest.json"
+}
+
+case "${1:-}" in
+  pack)
+    target="${2:-suite}"
+    [[ "$target" == suite || "$target" == cli ]] || { echo "usage: tools/prebuilt.sh pack [suite|cli]" >&2; exit 1; }
+    pack_build "$root" "$root/build-gpu" "$target"
+    ;;
+  pack-ab)
+    [[ -d "$root/ab_base" ]] || { echo "prebuilt: no ./ab_base (tools/ab.sh prepare REV|tree first)" >&2; exit 1; }
+    if [[ -f "$root/ab_base/.ab_is_tree" ]]; then
+      [[ -f "$store/build-gpu.tar.xz" ]] || pack_build "$root" "$root/build-gpu" cli
+    else
+      pack_build "$root/ab_base" "$root/build-ab-base" cli
+      pack_build "$root" "$root/build-gpu" cli
+    fi
+    for dir in "$root"/ab_var/*/; do
+      [[ -d "$dir" ]] || continue
+      pack_build "${dir%/}" "$root/build-ab-var-$(basename "$dir")" cli
+    done
+    ;;
+  unpack)
+    src="${2:?usage: tools/prebuilt.sh unpack SRC BUILD}"
+    build="${3:?usage: tools/prebuilt.sh unpack SRC BUILD}"
+    archive="$store/$(basename "$build").tar.xz"
+    [[ -f "$archive" ]] || exit 1
+    python3 "$root/tools/prebuilt.py" unpack "$src" "$build" "$archive" || exit 1
+    "$build/tools/normtune" --help >/dev/null 2>&1 || {
+      echo "prebuilt: $(basename "$build")'s CLI does not run here: building instead" >&2
+      exit 1
+    }
+    ;;
+  *)
+    echo "usage: tools/prebuilt.sh pack [suite|cli] | pack-ab | unpack SRC BUILD" >&2
+    exit 1
+    ;;
+esac
