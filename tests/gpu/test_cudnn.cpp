@@ -178,6 +178,28 @@ TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
 // fp32 sum's in visibly fewer elements (the other way round with the switch off: a plan of its
 // own); the backward's dx differs between the two settings. The native kernels do not read
 // it (as TE's own kernels): with cuDNN switched off, the fp32 sum.
+// multiprocessorCount below the device's SMs (TransformerEngine's sm_margin) is the graphs' SM
+// target, as in TE's cuDNN path: the outputs as the reference's, and a plan of its own (built
+// once), beside the plan of all SMs.
+TEST_F(CudnnGpu, MultiprocessorCountIsTheGraphsSmTarget) {
+  FwdCase c;
+  c.hidden = 3072;
+  c.rows = 29;
+  EXPECT_TRUE(ran_cudnn(run_fwd(c).kernel));  // all SMs: built here (or earlier) and cached
+  const CudnnCacheStats before = cudnn_plan_cache_stats();
+  c.multiprocessor_count = 16;
+  EXPECT_TRUE(ran_cudnn(run_fwd(c).kernel));
+  const CudnnCacheStats after = cudnn_plan_cache_stats();
+  EXPECT_EQ(after.builds, before.builds + 1) << "16 SMs ran the plan of all SMs";
+  run_fwd(c);
+  EXPECT_EQ(cudnn_plan_cache_stats().builds, after.builds) << "the 16-SM plan was built again";
+  BwdCase b;
+  b.hidden = 3072;
+  b.rows = 29;
+  b.multiprocessor_count = 16;
+  EXPECT_TRUE(ran_cudnn(run_bwd(b).kernel));
+}
+
 // How many elements of a zero-centered forward's z equal the reference rounded to z's dtype,
 // [0] with gamma + 1 in fp32, [1] with gamma + 1 rounded to gamma's dtype.
 std::array<size_t, 2> z_follows(const FwdCase& c, const FwdResult& r) {

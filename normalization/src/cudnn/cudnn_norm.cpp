@@ -6,11 +6,14 @@
 // libcudnn is opened at run time (cudnn_library.h) and reached through the frontend's
 // dynamic-loading shim, so libnormtune.so does not link it.
 //
-// Plans: one graph per (key, zero-centered gamma, rows, hidden, device), built on first use
-// (the workspace size query builds it, so the real call only runs it) and kept in a bounded
-// LRU cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at
-// execution, so it is not part of the plan. One handle per device, kept for the process;
-// builds and executions on a device take its lock (see device_handle).
+// Plans: one graph per (key, zero-centered gamma, rows, hidden, device, SM target), built on first
+// use (the workspace size query builds it, so the real call only runs it) and kept in a bounded LRU
+// cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at execution,
+// so it is not part of the plan. One handle per device, kept for the process; builds and executions
+// on a device take its lock (see device_handle). multiprocessorCount below the device's SMs
+// (TransformerEngine's sm_margin: SMs left to communication kernels) is handed to cuDNN as the
+// graph's SM target, as TE's graphs do from cuDNN 9.4 on; a plan per target (TE keys its plans
+// without it, so its first call's count stays).
 //
 // Tensors as TransformerEngine's cuDNN path lays them out: x, z, dz, dx [rows, hidden, 1, 1]
 // with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
@@ -152,12 +155,14 @@ struct PlanKey {
   int64_t rows = 0;
   int device = 0;
   bool gamma_in_wtype = false;  // zero-centered gamma + 1 rounded to gamma's dtype
+  int sm_target = -1;           // the SMs cuDNN is to use (-1: all)
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     return std::hash<uint64_t>{}(k.key) ^ (std::hash<int64_t>{}(k.rows) * 0x9E3779B97F4A7C15ull) ^
-           (static_cast<size_t>(k.device) << 1) ^ static_cast<size_t>(k.gamma_in_wtype);
+           (static_cast<size_t>(k.device) << 1) ^ static_cast<size_t>(k.gamma_in_wtype) ^
+           (static_cast<size_t>(k.sm_target + 1) << 8);
   }
 };
 
@@ -292,12 +297,14 @@ void finish(Plan& plan, cudnnHandle_t h) {
   check(plan.graph.get_workspace_size(plan.workspace), "workspace size");
 }
 
-// An empty graph with x's dtype for input and output, fp32 inside.
-std::shared_ptr<Plan> new_plan(const NormKey& key) {
+// An empty graph with x's dtype for input and output, fp32 inside, and the SM target if any.
+std::shared_ptr<Plan> new_plan(const NormKey& key, int sm_target) {
   auto plan = std::make_shared<Plan>();
   plan->graph.set_io_data_type(fe_type(key.itype))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
+  if (sm_target > 0 && fe::detail::get_backend_version() >= 90400)
+    plan->graph.set_sm_count(sm_target);
   return plan;
 }
 
@@ -331,8 +338,8 @@ void forward_output(fe::graph::Graph& g, const NormKey& key, Plan& plan,
 }
 
 std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hidden,
-                                    bool gamma_in_wtype, cudnnHandle_t h) {
-  auto plan = new_plan(key);
+                                    bool gamma_in_wtype, int sm_target, cudnnHandle_t h) {
+  auto plan = new_plan(key, sm_target);
   fe::graph::Graph& g = plan->graph;
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
   auto gamma = weight(g, *plan, key, hidden, gamma_in_wtype);
@@ -361,8 +368,8 @@ std::shared_ptr<Plan> build_forward(const NormKey& key, int64_t rows, int64_t hi
 }
 
 std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t hidden,
-                                     bool gamma_in_wtype, cudnnHandle_t h) {
-  auto plan = new_plan(key);
+                                     bool gamma_in_wtype, int sm_target, cudnnHandle_t h) {
+  auto plan = new_plan(key, sm_target);
   fe::graph::Graph& g = plan->graph;
   auto dz = rows_hidden(g, "dz", kUidDz, rows, hidden, key.itype);
   auto x = rows_hidden(g, "x", kUidX, rows, hidden, key.itype);
@@ -400,15 +407,18 @@ auto with_context(const NormKey& key, int64_t rows, const char* what, Fn&& fn) {
   }
 }
 
-// The plan of a call of `key` (types from the entry, zero-centered gamma from the call, and
-// TransformerEngine's switch for how gamma + 1 is formed, where it matters: a 16-bit gamma).
-std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden) {
+// The plan of a call of `key` (types from the entry, zero-centered gamma from the call,
+// TransformerEngine's switch for how gamma + 1 is formed, where it matters: a 16-bit gamma,
+// and the SMs the call may use, sm_bound: multiprocessorCount as api_common.h's sm_bound()).
+std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden,
+                               int sm_bound) {
   key.flags = zero_centered ? kFlagZeroCenteredGamma : 0;
   key.hidden_size = static_cast<uint32_t>(hidden);
   const int device = current_device();
   const bool in_wtype =
       zero_centered && key.wtype != DType::kFloat32 && zero_centered_gamma_in_weight_dtype();
-  const PlanKey pk{pack(key), rows, device, in_wtype};
+  const int sm_target = sm_bound > 0 && sm_bound < device_info(device).sm_count ? sm_bound : -1;
+  const PlanKey pk{pack(key), rows, device, in_wtype, sm_target};
   const char* what = in_wtype
                          ? "building the graph (zero-centered gamma + 1 rounded to gamma's dtype)"
                          : "building the graph";
@@ -424,8 +434,9 @@ std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, in
                          fe::detail::get_backend_version(), ")");
         }
         std::lock_guard<std::mutex> lock(dh.lock);
-        return is_backward(key.stage) ? build_backward(key, rows, hidden, in_wtype, dh.handle)
-                                      : build_forward(key, rows, hidden, in_wtype, dh.handle);
+        return is_backward(key.stage)
+                   ? build_backward(key, rows, hidden, in_wtype, sm_target, dh.handle)
+                   : build_forward(key, rows, hidden, in_wtype, sm_target, dh.handle);
       } catch (const std::exception& e) {
         failed_plans().add(pk, e.what());
         throw;
@@ -493,19 +504,24 @@ const char* backward_rejection(const void* a) {
 // The workspace of a call's plan (FwdArgs or BwdArgs): built here, by the size query.
 template <NormType kNorm, DType kW, DType kI, DType kO, typename Args>
 size_t plan_workspace(const void* a) {
-  const auto& p = static_cast<const Args*>(a)->params;
+  const Args& args = *static_cast<const Args*>(a);
+  const auto& p = args.params;
   if (p.rows == 0) return 0;
   constexpr Stage kStage = std::is_same_v<Args, BwdArgs> ? Stage::kBackward : Stage::kForward;
-  return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), p.zero_centered_gamma, p.rows, p.hidden)->call_workspace();
+  return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), p.zero_centered_gamma, p.rows, p.hidden,
+                  args.sm_bound)
+      ->call_workspace();
 }
 
 // A call's plan (cached) run with its tensors (`pack`; the plan's constant 1 of zero-centered
 // gamma added here, and a per-tensor FP8 plan's amax slot in the workspace), for FwdParams or
-// BwdParams. Returns the plan.
-template <typename Params>
-std::shared_ptr<Plan> run_graph(const NormKey& key, const Params& p, std::unordered_map<int64_t, void*>& pack,
-                                void* workspace, cudaStream_t stream) {
-  auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden);
+// BwdParams (with its call's FwdArgs / BwdArgs: the workspace and the SM bound). Returns the plan.
+template <typename Args>
+std::shared_ptr<Plan> run_graph(const NormKey& key, const Args& args,
+                                std::unordered_map<int64_t, void*>& pack, cudaStream_t stream) {
+  const auto& p = args.params;
+  void* workspace = args.workspace;
+  auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden, args.sm_bound);
   if (p.zero_centered_gamma) pack[kUidOne] = plan->one;
   if (plan->fp8) {
     // (Zeroed first: whether cuDNN's AMAX reduction overwrites its output or folds into it,
@@ -532,7 +548,7 @@ void forward_run(const void* a, cudaStream_t stream) {
     pack[kUidMu] = p.mu;
   }
   if constexpr (is_fp8(kO)) pack[kUidScale] = const_cast<float*>(p.scale);
-  const auto plan = run_graph(entry_key<kNorm, kW, kI, kO>(Stage::kForward), p, pack, args.workspace, stream);
+  const auto plan = run_graph(entry_key<kNorm, kW, kI, kO>(Stage::kForward), args, pack, stream);
   if constexpr (is_fp8(kO)) {
     const auto* slot = reinterpret_cast<const float*>(static_cast<const char*>(args.workspace) +
                                                       amax_slot_offset(plan->workspace));
@@ -561,7 +577,7 @@ void backward_run(const void* a, cudaStream_t stream) {
     pack[kUidMu] = const_cast<float*>(p.mu);
     pack[kUidDbeta] = p.dbeta;
   }
-  (void)run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), p, pack, args.workspace, stream);
+  (void)run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), args, pack, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
