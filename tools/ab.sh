@@ -47,7 +47,8 @@ new_variant_dir() {
   dir="$root/ab_var/$name"
   rm -rf "$dir" && mkdir -p "$dir"
   # (docs/ left out: no build reads it, and it is most of the bytes the device tool carries.)
-  git -C "$root" ls-files -z -- . ':!docs' | (cd "$root" && xargs -0 tar -c) | tar -x -C "$dir"
+  # (-m: the copies' files dated now, so that a build folder reused for NAME rebuilds them.)
+  git -C "$root" ls-files -z -- . ':!docs' | (cd "$root" && xargs -0 tar -c) | tar -x -m -C "$dir"
 }
 case "$cmd" in
   prepare)
@@ -61,7 +62,7 @@ case "$cmd" in
     fi
     git -C "$root" rev-parse --verify --quiet "$rev^{commit}" >/dev/null || { echo "ab.sh: no commit '$rev'" >&2; exit 1; }
     rm -rf "$root/ab_base" && mkdir -p "$root/ab_base"
-    git -C "$root" archive "$rev" -- . ':!docs' | tar -x -C "$root/ab_base"  # (docs/: as variant)
+    git -C "$root" archive "$rev" -- . ':!docs' | tar -x -m -C "$root/ab_base"  # (as variant's copies)
     git -C "$root" rev-parse "$rev" > "$root/ab_base/.ab_rev"
     echo "ab_base: $(cat "$root/ab_base/.ab_rev"); on the device: carry [\"ab_base\"] (and the usual paths)"
     ;;
@@ -99,11 +100,13 @@ case "$cmd" in
     mkdir -p "$out"
     export PATH="/usr/local/cuda/bin:$PATH"
     build() {  # source dir, build dir, log (or its CLI from tools/prebuilt.sh pack-ab, carried)
-      if "$root/tools/prebuilt.sh" unpack "$1" "$2" >>"$3" 2>&1; then
+      if "$root/tools/prebuilt.sh" unpack "$1" "$2" cli >"$3" 2>&1; then
         echo "ab.sh: $(basename "$2") prebuilt"
         return
       fi
-      if ! { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 >"$3" 2>&1 &&
+      # (A folder an earlier unpack left holds the other machine's cache: build afresh.)
+      [[ -f "$2/prebuilt-manifest.json" ]] && rm -rf "$2"
+      if ! { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 >>"$3" 2>&1 &&
              cmake --build "$2" --parallel "$(nproc)" --target normtune_cli >>"$3" 2>&1; }; then
         grep -E "error" "$3" | head -20
         exit 1

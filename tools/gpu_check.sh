@@ -18,11 +18,12 @@ if [[ " $steps " == *" build "* ]]; then
   step "build"
   start=$(date +%s)
   # A suite built on a machine without a GPU (tools/prebuilt.sh pack, carried as .prebuilt)
-  # when it is there, matches this tree and runs here; else the build here.
-  if [[ "$(basename "$build")" == build-gpu ]] && "$root/tools/prebuilt.sh" unpack "$root" "$build" &&
-     [[ -x "$build/tests/normtune_test_gpu_forward" ]]; then
+  # when it is there, matches this tree and runs here; else the build here (in a fresh folder
+  # where an earlier unpacked suite lies: its cache is the other machine's).
+  if [[ "$(basename "$build")" == build-gpu ]] && "$root/tools/prebuilt.sh" unpack "$root" "$build" suite; then
     echo "build: prebuilt, unpacked in $(( $(date +%s) - start )) s"
   else
+    [[ -f "$build/prebuilt-manifest.json" ]] && rm -rf "$build"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNORMTUNE_CUDA_ARCHS=90 \
       >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
     if ! cmake --build "$build" --parallel "$(nproc)" >"$out/build.log" 2>&1; then

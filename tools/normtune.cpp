@@ -52,6 +52,11 @@ Environment:
                              names it and cuDNN can run the call; else a one-time warning
                              and the native kernel). nvte_enable_cudnn_norm_fwd/bwd(false)
                              asks for the native kernels.
+  NVTE_ZERO_CENTERED_GAMMA_IN_WTYPE=1
+                             TransformerEngine's switch (until
+                             nvte_enable_zero_centered_gamma_in_weight_dtype is called): the
+                             cuDNN backend rounds zero-centered gamma + 1 to gamma's dtype;
+                             the native kernels keep it in fp32 either way.
   NORMTUNE_CUDNN_LIBRARY=F   The cuDNN library to open (default libcudnn.so.9).
   NORMTUNE_CUDNN_PLAN_CACHE=N
                              cuDNN plans kept (least recently used out first; default 64).

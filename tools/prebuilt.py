@@ -7,9 +7,13 @@
   prebuilt.py pack SRC BUILD suite|cli ARCHIVE MANIFEST
                                                  BUILD's files that running needs, and that
                                                  manifest, into ARCHIVE
-  prebuilt.py unpack SRC BUILD ARCHIVE           BUILD from ARCHIVE when SRC's files are the
-                                                 manifest's (the same names, the same sha256);
-                                                 exit 1, with why, when they are not
+  prebuilt.py check SRC BUILD ARCHIVE NEED       exit 0 when ARCHIVE holds NEED (suite, or cli:
+                                                 a suite holds the CLI too) for BUILD and SRC's
+                                                 files are the manifest's (the same names, the
+                                                 same sha256); else 1, saying why
+  prebuilt.py unpack SRC BUILD ARCHIVE NEED      that check, then BUILD from ARCHIVE: unpacked
+                                                 beside it, its CLI run once (--help: the
+                                                 library resolves), then put in BUILD's place
   prebuilt.py --self-test
 
 The manifest holds the files a build reads (sources, headers, tables, CMake and Python files;
@@ -21,6 +25,8 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -33,11 +39,12 @@ BUILD_INPUTS = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".def", ".cmak
 
 
 def counts(path):
-    """Whether a source file can change a build: sources, headers, tables and build scripts,
-    outside docs/ and the dot-folders (.ci, .git, .prebuilt, ...)."""
+    """Whether a source file can change the CMake build: sources, headers, tables and build
+    scripts, outside docs/, the PyTorch package (python/, pyproject.toml: built on its own) and
+    the dot-folders (.ci, .git, .prebuilt, ...)."""
     parts = path.split("/")
-    return (path.endswith(BUILD_INPUTS) and parts[0] != "docs" and not parts[0].startswith(".")
-            and "__pycache__" not in parts)
+    return (path.endswith(BUILD_INPUTS) and parts[0] not in ("docs", "python", "pyproject.toml")
+            and not parts[0].startswith(".") and "__pycache__" not in parts)
 
 
 def sha256(path):
@@ -55,7 +62,7 @@ def manifest_of(src, names):
 def wanted(rel, target):
     """BUILD's files (relative to BUILD) that ctest / the CLI need: not objects or build rules."""
     parts = rel.split("/")
-    if "CMakeFiles" in parts or parts[0] == "Testing" or parts[0] == "generated":
+    if "CMakeFiles" in parts or "generated" in parts or parts[0] == "Testing":
         return False
     if rel.endswith((".o", ".ninja", ".a")) or parts[-1].startswith(".ninja"):
         return False
@@ -105,23 +112,55 @@ def tree_names(src):
     return names
 
 
-def unpack(src, build, archive):
-    src, build = os.path.abspath(src), os.path.abspath(build)
-    with tarfile.open(archive, "r:xz") as tar:
-        base = os.path.basename(build)
-        meta = json.load(tar.extractfile(os.path.join(base, MANIFEST)))
-        if meta["build"] != build:
-            print(f"prebuilt: {archive} was built for {meta['build']}, not {build}", file=sys.stderr)
+def check(src, build, archive, need, tar):
+    """Why ARCHIVE (open as `tar`) cannot stand for BUILD built from SRC with NEED, or None."""
+    meta = json.load(tar.extractfile(os.path.join(os.path.basename(build), MANIFEST)))
+    if meta["build"] != build:
+        return f"{archive} was built for {meta['build']}, not {build}"
+    if need == "suite" and meta["target"] != "suite":
+        return f"{archive} holds the CLI only (tools/prebuilt.sh pack makes the suite)"
+    want = meta["sources"]
+    have = manifest_of(src, [n for n in tree_names(src) if counts(n)])
+    changed = sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))
+    if changed:
+        return (f"{archive} is stale ({len(changed)} source files differ: "
+                f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})")
+    return None
+
+
+def open_checked(src, build, archive, need):
+    """ARCHIVE open, when it can stand for BUILD; else None, having said why."""
+    tar = tarfile.open(archive, "r:xz")
+    why = check(os.path.abspath(src), os.path.abspath(build), archive, need, tar)
+    if why is None:
+        return tar
+    tar.close()
+    print(f"prebuilt: {why}", file=sys.stderr)
+    return None
+
+
+def unpack(src, build, archive, need):
+    build = os.path.abspath(build)
+    tar = open_checked(src, build, archive, need)
+    if tar is None:
+        return 1
+    base = os.path.basename(build)
+    staging = tempfile.mkdtemp(prefix=".prebuilt-", dir=os.path.dirname(build))
+    try:
+        with tar:
+            # (Python without extraction filters, before 3.11.4 and 3.12, takes no filter.)
+            tar.extractall(staging, **({"filter": "tar"} if hasattr(tarfile, "data_filter") else {}))
+        unpacked = os.path.join(staging, base)
+        cli = os.path.join(unpacked, "tools", "normtune")
+        env = dict(os.environ, LD_LIBRARY_PATH=unpacked + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
+        if subprocess.run([cli, "--help"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+            print(f"prebuilt: {base}'s CLI does not run here", file=sys.stderr)
             return 1
-        want = meta["sources"]
-        have = manifest_of(src, [n for n in tree_names(src) if counts(n)])
-        changed = sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))
-        if changed:
-            print(f"prebuilt: {archive} is stale ({len(changed)} source files differ: "
-                  f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})", file=sys.stderr)
-            return 1
-        tar.extractall(os.path.dirname(build), filter="tar" if hasattr(tarfile, "data_filter") else None)
-    print(f"prebuilt: {base} unpacked from {archive} ({meta['target']}; nothing built here)")
+        shutil.rmtree(build, ignore_errors=True)
+        os.rename(unpacked, build)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"prebuilt: {base} unpacked from {archive} (nothing built here)")
     return 0
 
 
@@ -131,33 +170,47 @@ def self_test():
         os.makedirs(os.path.join(src, "lib"))
         os.makedirs(os.path.join(build, "tools"))
         os.makedirs(os.path.join(build, "CMakeFiles"))
+        os.makedirs(os.path.join(build, "lib", "generated"))
         for name, text in [("lib/a.cu", "A"), ("CMakeLists.txt", "C"), ("README.md", "R")]:
             with open(os.path.join(src, name), "w") as f:
                 f.write(text)
-        for name in ["tools/normtune", "libnormtune.so.0", "CMakeFiles/x.o", "tests_x"]:
+        for name in ["libnormtune.so.0", "CMakeFiles/x.o", "lib/generated/g.cu", "tests_x"]:
             with open(os.path.join(build, name), "w") as f:
                 f.write(name)
+        cli = os.path.join(build, "tools", "normtune")
+        with open(cli, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(cli, 0o755)
         archive = os.path.join(d, "b.tar.xz")
         pack(src, build, "cli", archive, manifest_of(src, ["lib/a.cu", "CMakeLists.txt", "README.md"]))
         with tarfile.open(archive) as tar:
             got = sorted(tar.getnames())
         assert got == ["build-x/libnormtune.so.0", "build-x/prebuilt-manifest.json", "build-x/tools/normtune"], got
-        for name in ["tools/normtune", "libnormtune.so.0", "tests_x"]:
-            os.remove(os.path.join(build, name))
         with open(os.path.join(src, "README.md"), "w") as f:
             f.write("a note: not a build input")
-        assert unpack(src, build, archive) == 0
-        assert os.path.isfile(os.path.join(build, "tools/normtune"))
+        assert unpack(src, build, archive, "suite") == 1, "a CLI archive stands for a suite"
+        assert os.path.exists(os.path.join(build, "tests_x")), "a refused archive touched BUILD"
+        assert unpack(src, build, archive, "cli") == 0
+        assert os.path.isfile(cli) and not os.path.exists(os.path.join(build, "tests_x")), "BUILD not replaced"
+        assert not [n for n in os.listdir(src) if n.startswith(".prebuilt-")], "staging left behind"
         with open(os.path.join(src, "lib/a.cu"), "w") as f:
             f.write("B")
-        assert unpack(src, build, archive) == 1, "an edited source must make it stale"
+        assert unpack(src, build, archive, "cli") == 1, "an edited source must make it stale"
         with open(os.path.join(src, "lib/a.cu"), "w") as f:
             f.write("A")
         with open(os.path.join(src, "lib/new.cu"), "w") as f:
             f.write("N")
-        assert unpack(src, build, archive) == 1, "a new source must make it stale"
+        assert unpack(src, build, archive, "cli") == 1, "a new source must make it stale"
         os.remove(os.path.join(src, "lib/new.cu"))
-        assert unpack(src, os.path.join(d, "src", "elsewhere", "build-x"), archive) == 1, "another path"
+        assert unpack(src, os.path.join(d, "src", "elsewhere", "build-x"), archive, "cli") == 1, "another path"
+        with open(cli, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        pack(src, build, "cli", archive, manifest_of(src, ["lib/a.cu", "CMakeLists.txt", "README.md"]))
+        with open(cli, "w") as f:
+            f.write("kept")
+        assert unpack(src, build, archive, "cli") == 1, "a CLI that does not run was accepted"
+        with open(cli) as f:
+            assert f.read() == "kept", "BUILD replaced by an archive whose CLI does not run"
     print("prebuilt.py: self-test passed")
     return 0
 
@@ -174,8 +227,14 @@ def main(argv):
         with open(argv[6]) as f:
             pack(argv[2], argv[3], argv[4], argv[5], json.load(f))
         return 0
-    if len(argv) == 5 and argv[1] == "unpack":
-        return unpack(argv[2], argv[3], argv[4])
+    if len(argv) == 6 and argv[1] in ("check", "unpack") and argv[5] in ("suite", "cli"):
+        if argv[1] == "unpack":
+            return unpack(argv[2], argv[3], argv[4], argv[5])
+        tar = open_checked(argv[2], argv[3], argv[4], argv[5])
+        if tar is None:
+            return 1
+        tar.close()
+        return 0
     print(__doc__, file=sys.stderr)
     return 2
 

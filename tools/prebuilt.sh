@@ -9,17 +9,20 @@
 #                                       (tools/fetch_cudnn_frontend.sh), and packs what running
 #                                       needs into .prebuilt/build-gpu.tar.xz: suite (default)
 #                                       the library, the CLI, every test and ctest's files
-#                                       (~25 MB); cli the library and the CLI (~19 MB)
+#                                       (~20 MiB); cli the library and the CLI (~18 MiB)
 #   tools/prebuilt.sh pack-ab           here: the CLI of ab_base (unless `ab.sh prepare tree`)
 #                                       and of every ab_var/NAME, as ab.sh run builds them
-#                                       (build-ab-base, build-ab-var-NAME), one archive each
-#   tools/prebuilt.sh unpack SRC BUILD  on the GPU machine (gpu_check.sh and ab.sh call it):
-#                                       unpacks .prebuilt/BUILD.tar.xz into BUILD when every
-#                                       source file of SRC it was built from is unchanged (a
-#                                       sha256 manifest) and its CLI runs there; exits 1 when
-#                                       there is no archive, it is stale, or it does not run,
-#                                       and the caller builds there as before.
-# Each archive holds the sources' manifest: an edit after packing makes it stale, never wrong.
+#                                       (build-ab-base, build-ab-var-NAME), one archive each;
+#                                       the tree's own: kept when a fresh suite is there
+#   tools/prebuilt.sh unpack SRC BUILD suite|cli
+#                                       on the GPU machine (gpu_check.sh and ab.sh call it):
+#                                       when .prebuilt/BUILD.tar.xz holds that much for BUILD
+#                                       and every build input of SRC is the one it was built
+#                                       from (a sha256 manifest), unpacks it beside BUILD, runs
+#                                       its CLI once (the library resolves) and puts it in
+#                                       BUILD's place; exits 1, BUILD untouched, when there is
+#                                       no archive, it is stale or short, or the CLI does not
+#                                       run: the caller builds there as before.
 # carry: [".prebuilt"] with the usual paths (64 MiB in all: the suite and one ab side fit).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,17 +42,15 @@ sources() {
 
 # pack_build SRC BUILD TARGET: configure and build BUILD from SRC, then the archive.
 pack_build() {
-  local src="$1" build="$2" target="$3" name log
+  local src="$1" build="$2" target="$3" name log cudnn start
   name="$(basename "$build")"
   log="$store/$name.build.log"
   mkdir -p "$store"
-  local cudnn
   cudnn="$("$root/tools/fetch_cudnn_frontend.sh")"
   echo "prebuilt: building $name from $([[ "$src" == "$root" ]] && echo "this tree" || echo "${src#"$root"/}") ($target; log $log)"
   # (The manifest first: a file edited during the build makes the archive stale, not wrong.
   # The tools' self-tests run python3 by name: ctest finds it on the GPU machine's PATH.)
   sources "$src" | python3 "$root/tools/prebuilt.py" manifest "$src" "$store/$name.manifest.json"
-  local start
   start=$(date +%s)
   local args=()
   [[ "$target" == cli ]] && args=(--target normtune_cli)
@@ -60,6 +61,9 @@ pack_build() {
     grep -E "error" "$log" | head -20
     exit 1
   fi
+  # ctest's lists of each test binary's tests, written here (gtest discovery would otherwise
+  # run on the GPU machine through this machine's CMake module path).
+  [[ "$target" == suite ]] && ctest --test-dir "$build" -N >/dev/null
   echo "prebuilt: built in $(( $(date +%s) - start )) s"
   python3 "$root/tools/prebuilt.py" pack "$src" "$build" "$target" "$store/$name.tar.xz" "$store/$name.manifest.json"
   rm -f "$store/$name.manifest.json"
@@ -73,10 +77,12 @@ case "${1:-}" in
     ;;
   pack-ab)
     [[ -d "$root/ab_base" ]] || { echo "prebuilt: no ./ab_base (tools/ab.sh prepare REV|tree first)" >&2; exit 1; }
-    if [[ -f "$root/ab_base/.ab_is_tree" ]]; then
-      [[ -f "$store/build-gpu.tar.xz" ]] || pack_build "$root" "$root/build-gpu" cli
+    [[ -f "$root/ab_base/.ab_is_tree" ]] || pack_build "$root/ab_base" "$root/build-ab-base" cli
+    # The tree's CLI: a fresh archive of it (a suite holds it) is kept, not replaced.
+    if [[ -f "$store/build-gpu.tar.xz" ]] &&
+       python3 "$root/tools/prebuilt.py" check "$root" "$root/build-gpu" "$store/build-gpu.tar.xz" cli; then
+      echo "prebuilt: build-gpu.tar.xz is fresh: kept"
     else
-      pack_build "$root/ab_base" "$root/build-ab-base" cli
       pack_build "$root" "$root/build-gpu" cli
     fi
     for dir in "$root"/ab_var/*/; do
@@ -85,18 +91,16 @@ case "${1:-}" in
     done
     ;;
   unpack)
-    src="${2:?usage: tools/prebuilt.sh unpack SRC BUILD}"
-    build="${3:?usage: tools/prebuilt.sh unpack SRC BUILD}"
+    usage="usage: tools/prebuilt.sh unpack SRC BUILD suite|cli"
+    src="${2:?$usage}"
+    build="${3:?$usage}"
+    need="${4:?$usage}"
     archive="$store/$(basename "$build").tar.xz"
     [[ -f "$archive" ]] || exit 1
-    python3 "$root/tools/prebuilt.py" unpack "$src" "$build" "$archive" || exit 1
-    "$build/tools/normtune" --help >/dev/null 2>&1 || {
-      echo "prebuilt: $(basename "$build")'s CLI does not run here: building instead" >&2
-      exit 1
-    }
+    python3 "$root/tools/prebuilt.py" unpack "$src" "$build" "$archive" "$need"
     ;;
   *)
-    echo "usage: tools/prebuilt.sh pack [suite|cli] | pack-ab | unpack SRC BUILD" >&2
+    echo "usage: tools/prebuilt.sh pack [suite|cli] | pack-ab | unpack SRC BUILD suite|cli" >&2
     exit 1
     ;;
 esac

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <normtune/common/device_info.h>
 #include <normtune/normalization.h>
 #include <normtune/normtune.h>
 
@@ -172,8 +173,10 @@ TEST_F(CudnnGpu, PlansAreBuiltOncePerShape) {
 
 // multiprocessorCount below the device's SMs (TransformerEngine's sm_margin) is the graphs' SM
 // target, as in TE's cuDNN path: the outputs as the reference's, and a plan of its own (built
-// once), beside the plan of all SMs.
+// once), beside the plan of all SMs. (Whether cuDNN then keeps to 16 SMs is not observed here;
+// before cuDNN 9.4 the target is not set, and the plans differ only by key.)
 TEST_F(CudnnGpu, MultiprocessorCountIsTheGraphsSmTarget) {
+  if (device_info(current_device()).sm_count <= 16) GTEST_SKIP() << "16 SMs are all of this GPU's";
   FwdCase c;
   c.hidden = 3072;
   c.rows = 29;

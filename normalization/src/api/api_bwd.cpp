@@ -11,6 +11,7 @@
 #include <normtune/tuning.h>
 
 #include "api/api_common.h"
+#include "cudnn/backend_choice.h"
 #include "kernels/norm_bwd_args.h"
 
 namespace normtune {
@@ -96,6 +97,7 @@ void norm_bwd(const CallSpec& spec, const std::array<NVTETensor, kNumBwdSlots>& 
   const DeviceInfo& dev = device_info(current_device());
   args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
   args.clusters = dev.supports_clusters;
+  args.cudnn_gamma_in_wtype = zero_centered_gamma && zero_centered_gamma_in_weight_dtype();
   args.smem_per_cta = dev.shared_memory_per_block_optin;
 
   // With a plan override (the autotuner), the general kernel runs with that layout.

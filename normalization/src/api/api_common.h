@@ -65,9 +65,11 @@ const KernelEntry& select_kernel(const NormKey& key, const void* args, bool gene
 // line's backend checks the call's data (16-byte alignment, dx over dz), which a size query
 // made with null pointers may pass and the real call not (or the other way round): both
 // calls must get the same answer. That need depends on the key, the row count and the
-// device only (a plan the backend cannot build for a shape counts 0, for every call of that
-// shape). A kernel uses only its own part of a larger workspace. (`native` is called only
-// then; a template, so that the call's path builds no std::function.)
+// device, and for cuDNN on the call's multiprocessorCount and TE's zero-centered-gamma switch
+// (read once per call into its Args), not on its data (a plan the backend cannot build for a
+// shape counts 0, for every call of that shape). A kernel uses only its own part of a larger
+// workspace. (`native` is called only then; a template, so that the call's path builds no
+// std::function.)
 template <typename Native>
 size_t answered_workspace(const NormKey& key, const void* args, size_t own, const Native& native);
 

@@ -9,6 +9,7 @@
 #include <normtune/tuning.h>
 
 #include "api/api_common.h"
+#include "cudnn/backend_choice.h"
 #include "kernels/norm_fwd_args.h"
 
 namespace normtune {
@@ -83,6 +84,7 @@ void norm_fwd(const CallSpec& spec, const std::array<NVTETensor, kNumFwdSlots>& 
   p.zero_centered_gamma = zero_centered_gamma;
   args.sm_bound = sm_bound(multiprocessorCount, dev.sm_count);
   args.clusters = dev.supports_clusters;
+  args.cudnn_gamma_in_wtype = zero_centered_gamma && zero_centered_gamma_in_weight_dtype();
 
   // The kernel is chosen before the workspace query is answered, so that the size is the
   // chosen kernel's. With a plan override (the autotuner) the general kernel runs.

@@ -6,7 +6,8 @@
 // libcudnn is opened at run time (cudnn_library.h) and reached through the frontend's
 // dynamic-loading shim, so libnormtune.so does not link it.
 //
-// Plans: one graph per (key, zero-centered gamma, rows, hidden, device, SM target), built on first
+// Plans: one graph per (key, zero-centered gamma and how gamma + 1 is formed, rows, hidden,
+// device, SM target), built on first
 // use (the workspace size query builds it, so the real call only runs it) and kept in a bounded LRU
 // cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at execution,
 // so it is not part of the plan. One handle per device, kept for the process; builds and executions
@@ -52,7 +53,6 @@
 #include <normtune/common/error.h>
 #include <normtune/normtune.h>
 
-#include "cudnn/backend_choice.h"
 #include "cudnn/cudnn_library.h"
 #include "cudnn/fp8_finish.h"
 #include "cudnn/plan_cache.h"
@@ -407,16 +407,21 @@ auto with_context(const NormKey& key, int64_t rows, const char* what, Fn&& fn) {
   }
 }
 
-// The plan of a call of `key` (types from the entry, zero-centered gamma from the call,
-// TransformerEngine's switch for how gamma + 1 is formed, where it matters: a 16-bit gamma,
-// and the SMs the call may use, sm_bound: multiprocessorCount as api_common.h's sm_bound()).
-std::shared_ptr<Plan> plan_for(NormKey key, bool zero_centered, int64_t rows, int64_t hidden,
-                               int sm_bound) {
+// The plan of a call of `key` (types from the entry; from the call's Args: zero-centered gamma,
+// TransformerEngine's switch for how gamma + 1 is formed as the call read it, which matters for
+// a 16-bit gamma, and the SMs the call may use, multiprocessorCount as api_common.h's
+// sm_bound()). The workspace query and the run of one call both come here with the same Args.
+template <typename Args>
+std::shared_ptr<Plan> plan_for(NormKey key, const Args& args) {
+  const auto& p = args.params;
+  const bool zero_centered = p.zero_centered_gamma;
+  const int64_t rows = p.rows;
+  const int64_t hidden = p.hidden;
+  const int sm_bound = args.sm_bound;
   key.flags = zero_centered ? kFlagZeroCenteredGamma : 0;
   key.hidden_size = static_cast<uint32_t>(hidden);
   const int device = current_device();
-  const bool in_wtype =
-      zero_centered && key.wtype != DType::kFloat32 && zero_centered_gamma_in_weight_dtype();
+  const bool in_wtype = zero_centered && key.wtype != DType::kFloat32 && args.cudnn_gamma_in_wtype;
   const int sm_target = sm_bound > 0 && sm_bound < device_info(device).sm_count ? sm_bound : -1;
   const PlanKey pk{pack(key), rows, device, in_wtype, sm_target};
   const char* what = in_wtype
@@ -508,9 +513,7 @@ size_t plan_workspace(const void* a) {
   const auto& p = args.params;
   if (p.rows == 0) return 0;
   constexpr Stage kStage = std::is_same_v<Args, BwdArgs> ? Stage::kBackward : Stage::kForward;
-  return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), p.zero_centered_gamma, p.rows, p.hidden,
-                  args.sm_bound)
-      ->call_workspace();
+  return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), args)->call_workspace();
 }
 
 // A call's plan (cached) run with its tensors (`pack`; the plan's constant 1 of zero-centered
@@ -521,7 +524,7 @@ std::shared_ptr<Plan> run_graph(const NormKey& key, const Args& args,
                                 std::unordered_map<int64_t, void*>& pack, cudaStream_t stream) {
   const auto& p = args.params;
   void* workspace = args.workspace;
-  auto plan = plan_for(key, p.zero_centered_gamma, p.rows, p.hidden, args.sm_bound);
+  auto plan = plan_for(key, args);
   if (p.zero_centered_gamma) pack[kUidOne] = plan->one;
   if (plan->fp8) {
     // (Zeroed first: whether cuDNN's AMAX reduction overwrites its output or folds into it,

@@ -43,6 +43,9 @@ struct BwdArgs {
   int sm_bound = 0;              // multiprocessorCount: bounds the persistent grid
   bool clusters = false;         // the device can launch thread-block clusters
   size_t smem_per_cta = 0;       // the device's opt-in shared memory per CTA (0: no limit)
+  // The cuDNN backend: TE's zero-centered-gamma-in-weight-dtype switch, read once per call, so
+  // that the workspace answer and the run see the same plan.
+  bool cudnn_gamma_in_wtype = false;
 };
 
 }  // namespace normtune

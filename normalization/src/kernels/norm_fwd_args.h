@@ -55,6 +55,9 @@ struct FwdArgs {
   int sm_bound = 0;       // multiprocessorCount: bounds the persistent grid
   bool clusters = false;  // the device can launch thread-block clusters
   void* workspace = nullptr;  // the caller's workspace (the native kernels need none; cuDNN may)
+  // The cuDNN backend: TE's zero-centered-gamma-in-weight-dtype switch, read once per call, so
+  // that the workspace answer and the run see the same plan.
+  bool cudnn_gamma_in_wtype = false;
 };
 
 }  // namespace normtune
