@@ -152,11 +152,20 @@ def unpack(src, build, archive, need):
             tar.extractall(staging, **({"filter": "tar"} if hasattr(tarfile, "data_filter") else {}))
         unpacked = os.path.join(staging, base)
         cli = os.path.join(unpacked, "tools", "normtune")
-        env = dict(os.environ, LD_LIBRARY_PATH=unpacked + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
-        if subprocess.run([cli, "--help"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+        paths = [unpacked] + ([os.environ["LD_LIBRARY_PATH"]] if os.environ.get("LD_LIBRARY_PATH") else [])
+        env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(paths))
+        try:
+            ran = subprocess.run([cli, "--help"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ran = False
+        if not ran:
             print(f"prebuilt: {base}'s CLI does not run here", file=sys.stderr)
             return 1
-        shutil.rmtree(build, ignore_errors=True)
+        # BUILD's old folder moves into the staging folder (removed below with it), then the
+        # unpacked one takes its place: a failure leaves either whole.
+        if os.path.lexists(build):
+            os.rename(build, os.path.join(staging, base + ".old"))
         os.rename(unpacked, build)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
