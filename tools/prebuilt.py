@@ -16,9 +16,9 @@
                                                  library resolves), then put in BUILD's place
   prebuilt.py --self-test
 
-The manifest holds the files a build reads (sources, headers, tables, CMake and Python files;
-not docs/, *.md or shell scripts), so that a note written after packing does not make the
-archive stale. Paths in the archive are relative to BUILD's parent, which is
+The manifest holds the files a build reads (sources, headers, tables, CMake files; not docs/,
+*.md, or the Python and shell scripts, which no build step runs), so that a note or a tool
+edited after packing does not make the archive stale. Paths in the archive are relative to BUILD's parent, which is
 the same folder on both machines (BUILD's absolute path is kept and checked).
 """
 import hashlib
@@ -34,8 +34,7 @@ import tempfile
 MANIFEST = "prebuilt-manifest.json"
 
 
-BUILD_INPUTS = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".def", ".cmake", ".in", ".py", ".txt",
-                ".json", ".toml")
+BUILD_INPUTS = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".c", ".def", ".cmake", ".in", ".txt", ".json")
 
 
 def counts(path):
