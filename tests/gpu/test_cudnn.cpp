@@ -195,6 +195,16 @@ TEST_F(CudnnGpu, MultiprocessorCountIsTheGraphsSmTarget) {
   EXPECT_TRUE(ran_cudnn(run_bwd(b).kernel));
 }
 
+// A zero-centered case of 37 x 1024 (FwdCase or BwdCase), gamma + 1 in fp32 or rounded to
+// gamma's dtype.
+template <typename Case>
+Case zero_centered_case(NormType norm, DType t, uint32_t seed, bool gamma_in_wtype) {
+  Case c = case_of<Case>(norm, t, t, 37, 1024, seed);
+  c.zero_centered_gamma = true;
+  c.gamma_in_wtype = gamma_in_wtype;
+  return c;
+}
+
 // How many elements of a zero-centered forward's z equal the reference rounded to z's dtype,
 // [0] with gamma + 1 in fp32, [1] with gamma + 1 rounded to gamma's dtype.
 std::array<size_t, 2> z_follows(const FwdCase& c, const FwdResult& r) {
@@ -230,9 +240,7 @@ TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
       HostArray dx[2];
       for (int on : {1, 0}) {
         nvte_enable_zero_centered_gamma_in_weight_dtype(on == 1);
-        FwdCase c = case_of<FwdCase>(norm, t, t, 37, 1024, 41);
-        c.zero_centered_gamma = true;
-        c.gamma_in_wtype = on == 1;
+        const FwdCase c = zero_centered_case<FwdCase>(norm, t, 41, on == 1);
         SCOPED_TRACE(c.describe());
         const FwdResult r = run_fwd(c);
         EXPECT_TRUE(ran_cudnn(r.kernel)) << r.kernel.name;
@@ -242,9 +250,7 @@ TEST_F(CudnnGpu, ZeroCenteredGammaInWeightDtype) {
         EXPECT_LE(follows[1 - on] + n / 20, follows[on])
             << "z follows the other setting's gamma as well";
 
-        BwdCase b = case_of<BwdCase>(norm, t, t, 37, 1024, 43);
-        b.zero_centered_gamma = true;
-        b.gamma_in_wtype = on == 1;
+        const BwdCase b = zero_centered_case<BwdCase>(norm, t, 43, on == 1);
         SCOPED_TRACE(b.describe());
         const BwdResult rb = run_bwd(b);
         EXPECT_TRUE(ran_cudnn(rb.kernel)) << rb.kernel.name;

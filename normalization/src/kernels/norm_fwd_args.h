@@ -43,9 +43,10 @@ struct FwdParams {
                             // column-wise tile on chip: vectors of the CTA's slice per row)
   bool stage_weights = false;  // staged layout: gamma (and beta) copied to shared memory with x
   int stages = 2;              // pipelined layout: rows in flight per CTA (2..kMaxPipelineStages)
-  // Pipelined layout: the counter (zeroed by the launcher, in the caller's workspace) from which
-  // the clusters take their rows after the first `stages` each; null: every cluster walks a
-  // fixed sequence of rows (norm_fwd_pipelined.cuh).
+  // Pipelined layout, one CTA per row: the counter (zeroed by the launcher, in the caller's
+  // workspace) from which the CTAs take their rows after the first `stages` each; null (and
+  // always on clusters): every CTA or cluster walks a fixed sequence of rows
+  // (norm_fwd_pipelined.cuh).
   unsigned* row_counter = nullptr;
   int tiles_per_cta = 1;       // column-wise tile on chip, one CTA per row: tiles of 32 rows per CTA
 };
