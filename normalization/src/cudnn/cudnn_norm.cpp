@@ -397,11 +397,19 @@ std::shared_ptr<Plan> build_backward(const NormKey& key, int64_t rows, int64_t h
 
 // Errors of the backend: what asked for cuDNN, the call, what failed. The frontend's own
 // exceptions (its loader) become normtune::Error too: nothing else leaves the C API.
+// sm_target > 0: the graph was held to that many SMs (the call's multiprocessorCount), which
+// the message names: cuDNN may have no engine for it (cuDNN 9.14's backward, when its
+// finalize kernel wants more CTAs than the target), as in TE's cuDNN path.
 template <typename Fn>
-auto with_context(const NormKey& key, int64_t rows, const char* what, Fn&& fn) {
+auto with_context(const NormKey& key, int64_t rows, const char* what, int sm_target, Fn&& fn) {
   try {
     return fn();
   } catch (const std::exception& e) {
+    if (sm_target > 0) {
+      NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ",
+                     rows, " rows, for multiprocessorCount ", sm_target,
+                     " (the graph's SM target) failed: ", e.what());
+    }
     NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ", rows,
                    " rows failed: ", e.what());
   }
@@ -427,7 +435,7 @@ std::shared_ptr<Plan> plan_for(NormKey key, const Args& args) {
   const char* what = in_wtype
                          ? "building the graph (zero-centered gamma + 1 rounded to gamma's dtype)"
                          : "building the graph";
-  return with_context(key, rows, what, [&] {
+  return with_context(key, rows, what, sm_target, [&] {
     if (std::string why = failed_plans().find(pk); !why.empty()) {
       NORMTUNE_ERROR(why, " (an earlier build of this shape in this process; not tried again)");
     }
@@ -465,7 +473,7 @@ void bind_primary_context(int device) {
 
 void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace,
              cudaStream_t stream) {
-  with_context(key, rows, "running the graph", [&] {
+  with_context(key, rows, "running the graph", -1, [&] {
     const int device = current_device();
     bind_primary_context(device);
     DeviceHandle& dh = device_handle(device);
