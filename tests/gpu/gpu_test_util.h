@@ -94,19 +94,7 @@ struct HostArray {
 };
 
 inline HostArray random_array(DType t, size_t n, uint32_t seed, double mean = 0.0,
-                              double stddev = 1.0);
-
-// Zero-centered gamma as the cuDNN backend forms it under TransformerEngine's switch
-// nvte_enable_zero_centered_gamma_in_weight_dtype: gamma + 1 added in fp32 and rounded to
-// gamma's dtype (the references then take it as a plain gamma).
-inline HostArray gamma_plus_one_in_wtype(const HostArray& gamma) {
-  HostArray sum(gamma.dtype, gamma.count);
-  for (size_t i = 0; i < gamma.count; ++i)
-    sum.set(i, static_cast<double>(static_cast<float>(gamma.get(i)) + 1.f));
-  return sum;
-}
-
-inline HostArray random_array(DType t, size_t n, uint32_t seed, double mean, double stddev) {
+                              double stddev = 1.0) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> dist(mean, stddev);
   HostArray a(t, n);
@@ -116,6 +104,16 @@ inline HostArray random_array(DType t, size_t n, uint32_t seed, double mean, dou
     a.set(i, v);
   }
   return a;
+}
+
+// Zero-centered gamma as the cuDNN backend forms it under TransformerEngine's switch
+// nvte_enable_zero_centered_gamma_in_weight_dtype: gamma + 1 added in fp32 and rounded to
+// gamma's dtype (the references then take it as a plain gamma).
+inline HostArray gamma_plus_one_in_wtype(const HostArray& gamma) {
+  HostArray sum(gamma.dtype, gamma.count);
+  for (size_t i = 0; i < gamma.count; ++i)
+    sum.set(i, static_cast<double>(static_cast<float>(gamma.get(i)) + 1.f));
+  return sum;
 }
 
 // A device copy of a host array at `offset_bytes` past a 256-byte aligned allocation (for

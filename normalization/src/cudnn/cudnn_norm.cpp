@@ -40,7 +40,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +48,7 @@
 
 #include <cudnn_frontend.h>
 
+#include <normtune/common/convert.h>
 #include <normtune/common/device_info.h>
 #include <normtune/common/error.h>
 #include <normtune/normtune.h>
@@ -257,17 +257,6 @@ std::shared_ptr<fe::graph::Tensor_attributes> scalar(fe::graph::Graph& g, const 
                       .set_data_type(fe::DataType_t::FLOAT));
 }
 
-// The constant 1 in `t` (fp32, fp16 or bf16), as its bytes.
-void store_one(DType t, unsigned char* out) {
-  if (t == DType::kFloat32) {
-    const float one = 1.f;
-    std::memcpy(out, &one, sizeof(one));
-  } else {
-    const uint16_t one = t == DType::kFloat16 ? 0x3C00 : 0x3F80;  // fp16 / bf16 1.0
-    std::memcpy(out, &one, sizeof(one));
-  }
-}
-
 // gamma as the norm uses it: gamma, or gamma + 1 with zero-centered gamma, added in fp32 and
 // kept in fp32, or (in_wtype) rounded to gamma's dtype.
 std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, Plan& plan,
@@ -278,7 +267,7 @@ std::shared_ptr<fe::graph::Tensor_attributes> weight(fe::graph::Graph& g, Plan& 
   const DType sum_type = in_wtype ? key.wtype : DType::kFloat32;
   auto one = scalar(g, "one", kUidOne);
   one->set_data_type(fe_type(sum_type));
-  store_one(sum_type, plan.one);
+  float_to_dtype(sum_type, 1.f, plan.one, 0);  // (its bytes, passed by value at execution)
   auto shifted = g.pointwise(gamma, one,
                              fe::graph::Pointwise_attributes()
                                  .set_name("gamma_plus_one")
@@ -405,13 +394,11 @@ auto with_context(const NormKey& key, int64_t rows, const char* what, int sm_tar
   try {
     return fn();
   } catch (const std::exception& e) {
-    if (sm_target > 0) {
-      NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ",
-                     rows, " rows, for multiprocessorCount ", sm_target,
-                     " (the graph's SM target) failed: ", e.what());
-    }
-    NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ", rows,
-                   " rows failed: ", e.what());
+    const std::string target = sm_target > 0 ? detail::concat(", for multiprocessorCount ",
+                                                              sm_target, " (the graph's SM target)")
+                                             : "";
+    NORMTUNE_ERROR(t_source, " asks for the cuDNN backend; ", what, " for ", to_string(key), ", ",
+                   rows, " rows", target, " failed: ", e.what());
   }
 }
 
