@@ -157,6 +157,8 @@ class FwdProblem {
   FwdProblem& operator=(const FwdProblem&) = delete;
 
   const FwdCase& params() const { return c_; }
+  // Later calls (and check()) with this epsilon: the same buffers, another scalar.
+  void set_epsilon(float epsilon) { c_.epsilon = epsilon; }
 
   // The entry point of the case, with `workspace` (a size query or a real call).
   void call(NVTETensor workspace, cudaStream_t stream = nullptr) const {
@@ -277,7 +279,7 @@ class FwdProblem {
  private:
   const DeviceArray& residual_out() const { return c_.in_place ? d_res_ : d_res_out_; }
 
-  const FwdCase c_;
+  FwdCase c_;
   const size_t n_;
   const bool ln_;
   const HostArray x_, residual_, gamma_, beta_;

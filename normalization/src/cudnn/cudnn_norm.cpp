@@ -10,11 +10,15 @@
 // device, SM target), built on first
 // use (the workspace size query builds it, so the real call only runs it) and kept in a bounded LRU
 // cache (NORMTUNE_CUDNN_PLAN_CACHE entries, default 64). epsilon is passed by value at execution,
-// so it is not part of the plan. One handle per device, kept for the process; builds and executions
-// on a device take its lock (see device_handle). multiprocessorCount below the device's SMs
-// (TransformerEngine's sm_margin: SMs left to communication kernels) is handed to cuDNN as the
-// graph's SM target, as TE's graphs do from cuDNN 9.4 on; a plan per target (TE keys its plans
-// without it, so its first call's count stays).
+// so it is not part of the plan. A call runs its plan through cuDNN's backend API itself (not
+// the frontend's execute(), which builds hash maps and a new variant pack descriptor each
+// call): each plan keeps the variant packs of its last kVariantPacks sets of pointers,
+// workspace and epsilon, so that a call bringing a set it has seen allocates nothing. One handle
+// per device, kept for the process; builds and executions on a device take its lock (see
+// device_handle). multiprocessorCount below the device's SMs (TransformerEngine's sm_margin: SMs
+// left to communication kernels) is handed to cuDNN as the graph's SM target, as TE's graphs do
+// from cuDNN 9.4 on; a plan per target (TE keys its plans without it, so its first call's count
+// stays).
 //
 // Tensors as TransformerEngine's cuDNN path lays them out: x, z, dz, dx [rows, hidden, 1, 1]
 // with strides [hidden, 1, hidden, hidden]; gamma, beta, dgamma, dbeta [1, hidden, 1, 1];
@@ -37,14 +41,19 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include <cudnn_frontend.h>
 
@@ -86,7 +95,12 @@ enum Uid : int64_t {
   kUidDbeta,
   kUidScale,
   kUidAmax,
+  kUidCount,
 };
+
+// A call's tensors by uid (nullptr: not in the call); epsilon, passed by value, as a pointer to
+// the call's float.
+using Tensors = std::array<void*, kUidCount>;
 
 // The fp32 amax slot of a per-tensor FP8 plan, after cuDNN's workspace.
 constexpr size_t kAmaxSlotAlign = 16;
@@ -166,13 +180,72 @@ struct PlanKeyHash {
   }
 };
 
+// cudnn-frontend's graph, with what a call needs to run its built plan through cuDNN's backend
+// API itself (run_plan): the frontend's execute() builds hash maps and vectors of the call's
+// pointers and creates, finalizes and destroys a variant pack descriptor, every call.
+class NormGraph : public fe::graph::Graph {
+ public:
+  // Whether execute() would hand cuDNN the call's pointers and nothing else: no tensor the
+  // graph passes by value itself (ours, epsilon and the constant 1, come with the call), none
+  // placed in the frontend's part of the workspace, and no such part. (The frontend's other
+  // rewrite of a variant pack, for slices, has no node in these graphs.) Else execute() runs it.
+  bool runs_plain() {
+    std::unordered_map<uid_t, pass_by_values_t> by_value;
+    std::unordered_map<uid_t, std::tuple<int64_t, int64_t, std::vector<float>>> in_workspace;
+    int64_t offset = 0, total = 0;
+    if (!collect_pass_by_value_tensors_subtree(by_value).is_good() || !by_value.empty())
+      return false;
+    if (!collect_tensors_in_workspace_subtree(in_workspace, offset).is_good() ||
+        !in_workspace.empty())
+      return false;
+    if (!plans.is_plan_index_executable(plans.candidate).is_good() ||
+        !get_workspace_size(total).is_good())
+      return false;
+    return total == plans.execution_plans[plans.candidate]->getWorkspaceSize();
+  }
+  cudnnBackendDescriptor_t built_plan() const {
+    return plans.execution_plans[plans.candidate]->get_raw_desc();
+  }
+  const std::unordered_set<uid_t>& uids() const { return variant_pack_uids; }
+};
+
+// A variant pack finalized for one call's tensors (cuDNN's descriptor holds the pointers): kept
+// for later calls that bring the same pointers, workspace and epsilon.
+struct VariantPack {
+  std::array<void*, kUidCount> data{};  // by position in Plan::uids; epsilon's: &epsilon
+  void* workspace = nullptr;
+  float epsilon = 0.f;  // (the pack passes this float by value)
+  cudnnBackendDescriptor_t desc = nullptr;
+};
+// Variant packs kept per plan: a training step calls a shape with a few pointer sets (its
+// layers' activations reused step to step by PyTorch's caching allocator); past these, a call
+// with new pointers replaces the pack made longest ago.
+inline constexpr int kVariantPacks = 8;
+
 struct Plan {
-  fe::graph::Graph graph;
+  NormGraph graph;
   int64_t workspace = 0;  // cuDNN's
   bool fp8 = false;       // a per-tensor FP8 z: the amax slot after cuDNN's workspace
   // Zero-centered gamma: the constant 1 the graph adds, in its dtype (fp32, or gamma's with
   // gamma_in_wtype), passed by value at execution.
   alignas(4) unsigned char one[4] = {};
+  // Run through the backend API (NormGraph::runs_plain): the built plan, its variant pack's
+  // uids in a fixed order, and the packs of recent calls (see run_plan).
+  bool plain = false;
+  cudnnBackendDescriptor_t built = nullptr;  // (the graph's: it outlives this)
+  int uid_count = 0;
+  std::array<int64_t, kUidCount> uids{};
+  std::array<VariantPack, kVariantPacks> packs{};
+  int next_pack = 0;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    for (VariantPack& vp : packs) {
+      if (vp.desc != nullptr) (void)fe::detail::destroy_descriptor(vp.desc);
+    }
+  }
   // What the size query answers and the call brings.
   size_t call_workspace() const { return fp8 ? amax_slot_offset(workspace) + sizeof(float) : static_cast<size_t>(workspace); }
 };
@@ -284,6 +357,15 @@ void finish(Plan& plan, cudnnHandle_t h) {
   check(plan.graph.check_support(h), "support check");
   check(plan.graph.build_plans(h), "plan build");
   check(plan.graph.get_workspace_size(plan.workspace), "workspace size");
+  plan.plain = plan.graph.runs_plain();
+  if (!plan.plain) return;
+  plan.built = plan.graph.built_plan();
+  for (int64_t uid : plan.graph.uids()) {
+    NORMTUNE_CHECK(uid > 0 && uid < kUidCount && plan.uid_count < kUidCount,
+                   "internal: cuDNN graph uid ", uid);
+    plan.uids[plan.uid_count++] = uid;
+  }
+  std::sort(plan.uids.begin(), plan.uids.begin() + plan.uid_count);
 }
 
 // An empty graph with x's dtype for input and output, fp32 inside, and the SM target if any.
@@ -458,7 +540,66 @@ void bind_primary_context(int device) {
   bound = device;
 }
 
-void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<int64_t, void*>& pack, void* workspace,
+// The variant pack of a call's tensors (the plan's uids from `t`, the workspace, epsilon's
+// value): the one finalized for an earlier call that brought the same, else a new one in the
+// slot of the pack made longest ago. Under the device's lock (the plan is the device's).
+cudnnBackendDescriptor_t variant_pack(Plan& plan, const Tensors& t, void* workspace) {
+  const float epsilon =
+      t[kUidEpsilon] != nullptr ? *static_cast<const float*>(t[kUidEpsilon]) : 0.f;
+  auto same = [&](const VariantPack& vp) {
+    if (vp.desc == nullptr || vp.workspace != workspace ||
+        std::memcmp(&vp.epsilon, &epsilon, sizeof(float)) != 0) {
+      return false;
+    }
+    for (int i = 0; i < plan.uid_count; ++i) {
+      if (plan.uids[i] != kUidEpsilon && vp.data[i] != t[plan.uids[i]]) return false;
+    }
+    return true;
+  };
+  for (const VariantPack& vp : plan.packs) {
+    if (same(vp)) return vp.desc;
+  }
+  VariantPack& vp = plan.packs[plan.next_pack];
+  plan.next_pack = (plan.next_pack + 1) % kVariantPacks;
+  if (vp.desc != nullptr) {
+    (void)fe::detail::destroy_descriptor(vp.desc);
+    vp.desc = nullptr;
+  }
+  vp.workspace = workspace;
+  vp.epsilon = epsilon;
+  for (int i = 0; i < plan.uid_count; ++i) {
+    const int64_t uid = plan.uids[i];
+    vp.data[i] = uid == kUidEpsilon ? &vp.epsilon : t[uid];
+    NORMTUNE_CHECK(vp.data[i] != nullptr, "internal: no tensor for the cuDNN graph's uid ", uid);
+  }
+  cudnnBackendDescriptor_t desc = nullptr;
+  check(fe::detail::create_descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &desc),
+        "variant pack");
+  const cudnnStatus_t status = [&] {
+    cudnnStatus_t s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                                CUDNN_TYPE_VOID_PTR, 1, &vp.workspace);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                    CUDNN_TYPE_VOID_PTR, plan.uid_count, vp.data.data());
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+      s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                    plan.uid_count, plan.uids.data());
+    }
+    return s == CUDNN_STATUS_SUCCESS ? fe::detail::finalize(desc) : s;
+  }();
+  if (status != CUDNN_STATUS_SUCCESS) {
+    (void)fe::detail::destroy_descriptor(desc);
+    check(status, "variant pack");
+  }
+  vp.desc = desc;
+  return desc;
+}
+
+// Runs the plan with a call's tensors: through the backend API with a kept variant pack (no
+// allocation when the call's pointers were seen before), or where the frontend has work of its
+// own at execution (see NormGraph::runs_plain), through its execute().
+void execute(const NormKey& key, int64_t rows, Plan& plan, const Tensors& t, void* workspace,
              cudaStream_t stream) {
   with_context(key, rows, "running the graph", -1, [&] {
     const int device = current_device();
@@ -466,6 +607,15 @@ void execute(const NormKey& key, int64_t rows, Plan& plan, std::unordered_map<in
     DeviceHandle& dh = device_handle(device);
     std::lock_guard<std::mutex> lock(dh.lock);
     check(fe::detail::set_stream(dh.handle, stream), "cudnnSetStream");
+    if (plan.plain) {
+      check(fe::detail::execute(dh.handle, plan.built, variant_pack(plan, t, workspace)),
+            "execution");
+      return 0;
+    }
+    std::unordered_map<int64_t, void*> pack;
+    for (int64_t uid = 1; uid < kUidCount; ++uid) {
+      if (t[uid] != nullptr) pack.emplace(uid, t[uid]);
+    }
     check(plan.graph.execute(dh.handle, pack, workspace), "execution");
     return 0;
   });
@@ -511,24 +661,24 @@ size_t plan_workspace(const void* a) {
   return plan_for(entry_key<kNorm, kW, kI, kO>(kStage), args)->call_workspace();
 }
 
-// A call's plan (cached) run with its tensors (`pack`; the plan's constant 1 of zero-centered
+// A call's plan (cached) run with its tensors (`t`; the plan's constant 1 of zero-centered
 // gamma added here, and a per-tensor FP8 plan's amax slot in the workspace), for FwdParams or
 // BwdParams (with its call's FwdArgs / BwdArgs: the workspace and the SM bound). Returns the plan.
 template <typename Args>
-std::shared_ptr<Plan> run_graph(const NormKey& key, const Args& args,
-                                std::unordered_map<int64_t, void*>& pack, cudaStream_t stream) {
+std::shared_ptr<Plan> run_graph(const NormKey& key, const Args& args, Tensors& t,
+                                cudaStream_t stream) {
   const auto& p = args.params;
   void* workspace = args.workspace;
   auto plan = plan_for(key, args);
-  if (p.zero_centered_gamma) pack[kUidOne] = plan->one;
+  if (p.zero_centered_gamma) t[kUidOne] = plan->one;
   if (plan->fp8) {
     // (Zeroed first: whether cuDNN's AMAX reduction overwrites its output or folds into it,
     // the slot then holds this call's max.)
     void* slot = static_cast<char*>(workspace) + amax_slot_offset(plan->workspace);
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(slot, 0, sizeof(float), stream));
-    pack[kUidAmax] = slot;
+    t[kUidAmax] = slot;
   }
-  execute(key, p.rows, *plan, pack, workspace, stream);
+  execute(key, p.rows, *plan, t, workspace, stream);
   return plan;
 }
 
@@ -538,15 +688,18 @@ void forward_run(const void* a, cudaStream_t stream) {
   const FwdParams& p = args.params;
   if (p.rows == 0) return;
   float epsilon = p.epsilon;
-  std::unordered_map<int64_t, void*> pack = {
-      {kUidX, const_cast<void*>(p.x)}, {kUidGamma, const_cast<void*>(p.gamma)}, {kUidEpsilon, &epsilon},
-      {kUidZ, p.z},                   {kUidRsigma, p.rsigma}};
+  Tensors t{};
+  t[kUidX] = const_cast<void*>(p.x);
+  t[kUidGamma] = const_cast<void*>(p.gamma);
+  t[kUidEpsilon] = &epsilon;
+  t[kUidZ] = p.z;
+  t[kUidRsigma] = p.rsigma;
   if (kNorm == NormType::kLayerNorm) {
-    pack[kUidBeta] = const_cast<void*>(p.beta);
-    pack[kUidMu] = p.mu;
+    t[kUidBeta] = const_cast<void*>(p.beta);
+    t[kUidMu] = p.mu;
   }
-  if constexpr (is_fp8(kO)) pack[kUidScale] = const_cast<float*>(p.scale);
-  const auto plan = run_graph(entry_key<kNorm, kW, kI, kO>(Stage::kForward), args, pack, stream);
+  if constexpr (is_fp8(kO)) t[kUidScale] = const_cast<float*>(p.scale);
+  const auto plan = run_graph(entry_key<kNorm, kW, kI, kO>(Stage::kForward), args, t, stream);
   if constexpr (is_fp8(kO)) {
     const auto* slot = reinterpret_cast<const float*>(static_cast<const char*>(args.workspace) +
                                                       amax_slot_offset(plan->workspace));
@@ -564,18 +717,18 @@ void backward_run(const void* a, cudaStream_t stream) {
     if (kNorm == NormType::kLayerNorm) NORMTUNE_CUDA_CHECK(cudaMemsetAsync(p.dbeta, 0, bytes, stream));
     return;
   }
-  std::unordered_map<int64_t, void*> pack = {
-      {kUidDz, const_cast<void*>(p.dz)},
-      {kUidX, const_cast<void*>(p.x)},
-      {kUidGamma, const_cast<void*>(p.gamma)},
-      {kUidRsigma, const_cast<float*>(p.rsigma)},
-      {kUidDx, p.dx},
-      {kUidDgamma, p.dgamma}};
+  Tensors t{};
+  t[kUidDz] = const_cast<void*>(p.dz);
+  t[kUidX] = const_cast<void*>(p.x);
+  t[kUidGamma] = const_cast<void*>(p.gamma);
+  t[kUidRsigma] = const_cast<float*>(p.rsigma);
+  t[kUidDx] = p.dx;
+  t[kUidDgamma] = p.dgamma;
   if (kNorm == NormType::kLayerNorm) {
-    pack[kUidMu] = const_cast<float*>(p.mu);
-    pack[kUidDbeta] = p.dbeta;
+    t[kUidMu] = const_cast<float*>(p.mu);
+    t[kUidDbeta] = p.dbeta;
   }
-  (void)run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), args, pack, stream);
+  (void)run_graph(entry_key<kNorm, kW, kI>(Stage::kBackward), args, t, stream);
 }
 
 template <NormType kNorm, DType kW, DType kI>
