@@ -127,6 +127,49 @@ std::vector<const KernelEntry*> tuned_pipelined_fwd_entries() {
 INSTANTIATE_TEST_SUITE_P(Registry, TunedPipelinedFwdGpu, ::testing::ValuesIn(tuned_pipelined_fwd_entries()),
                          tuned_entry_name);
 
+// The general RMSNorm entry where its plan is pipelined on one CTA per row (fp16 at hidden
+// 32768: no table line) takes its rows from the counter too: the size query answers the
+// counter's bytes, and every row is computed once, the same bits as with fixed rows (37 rows,
+// more than the CTAs of multiprocessorCount 1 or 2). LayerNorm's general entry keeps the fixed
+// walk (the counter measured slower there): no workspace.
+TEST_F(NormFwdGpu, GeneralPipelinedRmsNormTakesRowsFromTheCounter) {
+  const FwdPlan plan = forward_plan(32768, 8, device_info(current_device()).supports_clusters);
+  ASSERT_EQ(plan.layout, FwdLayout::kPipelined) << config_string(plan);
+  ASSERT_EQ(plan.ctas_per_row, 1) << config_string(plan);
+  for (NormType norm : {NormType::kRMSNorm, NormType::kLayerNorm}) {
+    const bool rms = norm == NormType::kRMSNorm;
+    for (int sms : {1, 2}) {
+      FwdCase c;
+      c.norm = norm;
+      c.wtype = c.itype = c.otype = DType::kFloat16;
+      c.rows = 37;
+      c.hidden = 32768;
+      c.multiprocessor_count = sms;
+      c.zero_centered_gamma = sms == 2;
+      c.seed = static_cast<uint32_t>(40 + sms);
+      SCOPED_TRACE(c.describe() + detail::concat(" multiprocessorCount ", sms));
+      const FwdProblem p(c);
+      TensorHandle query;
+      p.call(query.get());
+      const size_t bytes = answered_workspace_bytes(query);
+      ASSERT_EQ(bytes, rms ? 16u : 1u)
+          << (rms ? "the row counter's bytes" : "no workspace (one byte)");
+      DeviceBuffer mem(bytes);
+      ASSERT_EQ(cudaMemset(mem.get(), 0xFF, bytes), cudaSuccess);
+      TensorHandle ws(mem.get(), {bytes}, DType::kByte);
+      p.call(ws.get());
+      const FwdResult r = p.outputs();
+      p.check(r);
+      EXPECT_FALSE(r.kernel.tuned) << r.kernel.name;
+      FwdCase all = c;
+      all.multiprocessor_count = 0;
+      const FwdResult fixed = run_fwd(all, false);
+      EXPECT_TRUE(same_bits(r.z, fixed.z, "z, counter vs fixed rows"));
+      EXPECT_TRUE(same_bits(r.rsigma, fixed.rsigma, "rsigma, counter vs fixed rows"));
+    }
+  }
+}
+
 // ---- odd shapes, every dtype, both norms (general kernels) -----------------------------
 struct Shape2 {
   size_t rows, hidden;

@@ -155,11 +155,15 @@ bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t
 // The pipelined layout with the plan's vectors per thread as a compile-time count (the
 // general entry; tuned entries fix every field).
 template <typename Traits, int kVec>
-bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream) {
+bool launch_fwd_pipelined_any(const FwdArgs& args, const FwdPlan& plan, cudaStream_t stream,
+                              void* row_counter = nullptr) {
   switch (plan.vecs_per_thread) {
-    case 2: return launch_fwd_pipelined<Traits, FwdShape<kVec, 2>>(args, plan, stream);
-    case 4: return launch_fwd_pipelined<Traits, FwdShape<kVec, 4>>(args, plan, stream);
-    case 8: return launch_fwd_pipelined<Traits, FwdShape<kVec, 8>>(args, plan, stream);
+    case 2:
+      return launch_fwd_pipelined<Traits, FwdShape<kVec, 2>>(args, plan, stream, row_counter);
+    case 4:
+      return launch_fwd_pipelined<Traits, FwdShape<kVec, 4>>(args, plan, stream, row_counter);
+    case 8:
+      return launch_fwd_pipelined<Traits, FwdShape<kVec, 8>>(args, plan, stream, row_counter);
   }
   NORMTUNE_ERROR("internal: no pipelined forward kernel for plan ", config_string(plan));
 }
@@ -253,7 +257,16 @@ struct GeneralFwd {
                                "adjacent lanes"
                              : "layout planned per call: registers (vector or scalar), staged in shared memory "
                                "(a cluster for long rows), or streamed";
-  static constexpr WorkspaceFn workspace = nullptr;
+  // The row counter when the call's plan (the autotuner's override, or the planner's for
+  // aligned data: a size query's null pointers count as aligned) is pipelined on one CTA per
+  // row; run_unscaled uses it only then, and only when the real call's plan is that one.
+  static size_t workspace(const void* opaque) {
+    if constexpr (Traits::kBlockScaled) {
+      return 0;
+    } else {
+      return counted_plan(*static_cast<const FwdArgs*>(opaque), true) ? kRowCounterBytes : 0;
+    }
+  }
 
   static void run(const void* opaque, cudaStream_t stream) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
@@ -300,14 +313,27 @@ struct GeneralFwd {
   }
 
  private:
+  static FwdPlan unscaled_plan(const FwdArgs& args, bool aligned) {
+    constexpr int kVec = 16 / sizeof(typename Traits::Input);
+    return forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip,
+                        Traits::kNorm, Traits::kStage);
+  }
+  // RMSNorm only: measured on the H200 (session 34, tools/ab.sh, best of 2, fp16, which has no
+  // table line at 32768) RMSNorm 8192x32768 284.16 -> 280.86 us, 16384x32768 562.18 -> 548.35,
+  // but LayerNorm 286.91 -> 308.74 and 564.16 -> 602.59 (bf16, from its table lines, unchanged).
+  static bool counted_plan(const FwdArgs& args, bool aligned) {
+    const FwdPlan plan = unscaled_plan(args, aligned);
+    return Traits::kRmsNorm && plan.layout == FwdLayout::kPipelined && plan.ctas_per_row == 1;
+  }
+
   static void run_unscaled(const FwdArgs& args, bool aligned, cudaStream_t stream) {
     using I = typename Traits::Input;
     constexpr int kVec = 16 / sizeof(I);
-    const FwdPlan plan =
-        forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip, Traits::kNorm,
-                     Traits::kStage);
+    const FwdPlan plan = unscaled_plan(args, aligned);
     if (plan.layout == FwdLayout::kPipelined) {
-      if (launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream)) return;
+      // (The workspace holds the counter when the aligned plan is this one: workspace().)
+      void* counter = plan.ctas_per_row == 1 && counted_plan(args, true) ? args.workspace : nullptr;
+      if (launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream, counter)) return;
       // The device cannot hold this plan: stream the rows instead.
       return launch_fwd<Traits, FwdShape<kVec, 0>>(args, forward_streaming_plan(), stream);
     }
