@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include <normtune/common/error.h>
 
@@ -318,12 +319,20 @@ struct GeneralFwd {
     return forward_plan(args.params.hidden, aligned ? kVec : 1, args.clusters && !platform::kIsHip,
                         Traits::kNorm, Traits::kStage);
   }
-  // RMSNorm only: measured on the H200 (session 34, tools/ab.sh, best of 2, fp16, which has no
-  // table line at 32768) RMSNorm 8192x32768 284.16 -> 280.86 us, 16384x32768 562.18 -> 548.35,
-  // but LayerNorm 286.91 -> 308.74 and 564.16 -> 602.59 (bf16, from its table lines, unchanged).
+  // RMSNorm with z of x's type, no residual add: measured on the H200 (session 34, tools/ab.sh,
+  // best of 2, fp16, which has no table line at 32768) RMSNorm 8192x32768 284.16 -> 280.86 us,
+  // 16384x32768 562.18 -> 548.35, but LayerNorm 286.91 -> 308.74 and 564.16 -> 602.59, and
+  // with a per-tensor FP8 z, bf16 8192x32768 214.8 -> 256.9 (the ../shared/peers table; session
+  // 31 measured a tuned FP8 line with the counter 212.5 -> 231.7).
   static bool counted_plan(const FwdArgs& args, bool aligned) {
-    const FwdPlan plan = unscaled_plan(args, aligned);
-    return Traits::kRmsNorm && plan.layout == FwdLayout::kPipelined && plan.ctas_per_row == 1;
+    constexpr bool kCounted = Traits::kRmsNorm && !Traits::kResidualAdd &&
+                              std::is_same_v<typename Traits::Output, typename Traits::Input>;
+    if constexpr (!kCounted) {
+      return false;
+    } else {
+      const FwdPlan plan = unscaled_plan(args, aligned);
+      return plan.layout == FwdLayout::kPipelined && plan.ctas_per_row == 1;
+    }
   }
 
   static void run_unscaled(const FwdArgs& args, bool aligned, cudaStream_t stream) {
