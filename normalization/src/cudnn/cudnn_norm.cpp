@@ -193,14 +193,14 @@ class NormGraph : public fe::graph::Graph {
     std::unordered_map<uid_t, pass_by_values_t> by_value;
     std::unordered_map<uid_t, std::tuple<int64_t, int64_t, std::vector<float>>> in_workspace;
     int64_t offset = 0, total = 0;
-    if (!collect_pass_by_value_tensors_subtree(by_value).is_good() || !by_value.empty())
+    const bool own_work = !collect_pass_by_value_tensors_subtree(by_value).is_good() ||
+                          !by_value.empty() ||
+                          !collect_tensors_in_workspace_subtree(in_workspace, offset).is_good() ||
+                          !in_workspace.empty();
+    if (own_work || !plans.is_plan_index_executable(plans.candidate).is_good() ||
+        !get_workspace_size(total).is_good()) {
       return false;
-    if (!collect_tensors_in_workspace_subtree(in_workspace, offset).is_good() ||
-        !in_workspace.empty())
-      return false;
-    if (!plans.is_plan_index_executable(plans.candidate).is_good() ||
-        !get_workspace_size(total).is_good())
-      return false;
+    }
     return total == plans.execution_plans[plans.candidate]->getWorkspaceSize();
   }
   cudnnBackendDescriptor_t built_plan() const {
