@@ -181,8 +181,9 @@ struct PlanKeyHash {
 };
 
 // cudnn-frontend's graph, with what a call needs to run its built plan through cuDNN's backend
-// API itself (run_plan): the frontend's execute() builds hash maps and vectors of the call's
-// pointers and creates, finalizes and destroys a variant pack descriptor, every call.
+// API itself (execute() and variant_pack() below): the frontend's execute() builds hash maps and
+// vectors of the call's pointers and creates, finalizes and destroys a variant pack descriptor,
+// every call.
 class NormGraph : public fe::graph::Graph {
  public:
   // Whether execute() would hand cuDNN the call's pointers and nothing else: no tensor the
@@ -230,7 +231,7 @@ struct Plan {
   // gamma_in_wtype), passed by value at execution.
   alignas(4) unsigned char one[4] = {};
   // Run through the backend API (NormGraph::runs_plain): the built plan, its variant pack's
-  // uids in a fixed order, and the packs of recent calls (see run_plan).
+  // uids in a fixed order, and the packs of recent calls (see variant_pack()).
   bool plain = false;
   cudnnBackendDescriptor_t built = nullptr;  // (the graph's: it outlives this)
   int uid_count = 0;
