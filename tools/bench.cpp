@@ -65,8 +65,9 @@ const char* const kHelp = R"(normtune bench [options]
                      native or cuDNN, unless NVTE_NORM_*_USE_CUDNN or NORMTUNE_BACKEND say
                      otherwise). native and cudnn set TransformerEngine's switches
                      (nvte_enable_cudnn_norm_fwd/bwd: false, true) for their calls; a call
-                     the cuDNN backend does not run (fused add, quantized z, ...) is listed
-                     as such and skipped. The kernel column names the backend (..._cudnn).
+                     the cuDNN backend does not run (the fused add, forward or backward,
+                     block-scaled z, ...) is listed as such and skipped. The kernel column
+                     names the backend (..._cudnn).
     --csv FILE       write the results as CSV
     --json FILE      write the results as JSON
   Columns: µs (median; p10-p90 spread), TB/s of useful bytes, % of the 2 GiB copy bandwidth

@@ -17,6 +17,7 @@ struct BwdCase {
   NormType norm = NormType::kRMSNorm;
   bool add = false;       // nvte_rmsnorm_bwd_add
   bool in_place = false;  // dx is dz
+  bool in_place_of_add = false;  // dx is add (with `add`)
   DType wtype = DType::kBFloat16;
   DType itype = DType::kBFloat16;
   size_t rows = 7;
@@ -36,7 +37,8 @@ struct BwdCase {
                           " w=", dtype_name(wtype), " i=", dtype_name(itype),
                           zero_centered_gamma ? " zero_centered" : "",
                           gamma_in_wtype ? " (gamma+1 in wtype)" : "", in_place ? " in_place" : "",
-                          " offsets=", x_offset, "/", gamma_offset, " sms=", multiprocessor_count);
+                          in_place_of_add ? " in_place(add)" : "", " offsets=", x_offset, "/",
+                          gamma_offset, " sms=", multiprocessor_count);
   }
 };
 
@@ -178,6 +180,10 @@ class BwdProblem {
       ::testing::AssertionResult same = same_bits(d_dz_.to_host(), dz_, what + " dz (in place)");
       if (!same) return same;
     }
+    if (c_.in_place_of_add) {
+      ::testing::AssertionResult same = same_bits(d_add_.to_host(), add_, what + " add (in place)");
+      if (!same) return same;
+    }
     return ::testing::AssertionSuccess();
   }
 
@@ -211,7 +217,9 @@ class BwdProblem {
     reference_stats(c.norm, x, c.rows, c.hidden, &s.mu, &s.rsigma);
     return s;
   }
-  const DeviceArray& dx_out() const { return c_.in_place ? d_dz_ : d_dx_; }
+  const DeviceArray& dx_out() const {
+    return c_.in_place ? d_dz_ : c_.in_place_of_add ? d_add_ : d_dx_;
+  }
 
   const BwdCase c_;
   const size_t n_;

@@ -176,6 +176,17 @@ TEST_F(NormBwdGpu, InPlaceDxOverDz) {
   }
 }
 
+// nvte_rmsnorm_bwd_add with dx written over add (its in-place rule), on the layouts of
+// InPlaceDxOverDz.
+TEST_F(NormBwdGpu, InPlaceDxOverAdd) {
+  for (size_t hidden : {size_t{2048}, size_t{40000}}) {
+    BwdCase c = make_case(NormType::kRMSNorm, true, DType::kBFloat16, 65, hidden);
+    c.in_place_of_add = true;
+    SCOPED_TRACE(c.describe());
+    run_bwd(c);
+  }
+}
+
 // Calls queued back to back on one stream, nothing synchronized between them, each reading
 // what the one before wrote: the forward's statistics, then the first backward's dx as the
 // second backward's dz, both backward calls with the same workspace (NaN-poisoned first). Every

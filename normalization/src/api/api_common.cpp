@@ -517,12 +517,15 @@ NormKey key_of_call(const CallSpec& spec, const CheckedCall& call, bool zero_cen
 const KernelEntry* usable_backend_entry(const NormKey& key, Backend backend, const void* args, std::string* why) {
   const Selection sel = kernel_registry().select_backend(key, backend, args);
   if (sel.general_candidate == nullptr) {
-    *why = kCudnnBackendBuilt ? detail::concat("it does not implement ", to_string(key),
-                                               " (it runs RMSNorm and LayerNorm forward and backward with z, dx of "
-                                               "x's dtype, and the forward with a per-tensor FP8 z; not the fused "
-                                               "add, not block-scaled z)")
-                              : std::string("this build of normtune has no cuDNN backend (configure with cuDNN's "
-                                            "frontend headers: NORMTUNE_ENABLE_CUDNN=ON)");
+    *why =
+        kCudnnBackendBuilt
+            ? detail::concat("it does not implement ", to_string(key),
+                             " (it runs RMSNorm and LayerNorm forward and backward with z, dx of "
+                             "x's dtype, and the forward with a per-tensor FP8 z; not the fused "
+                             "add, forward or backward, not block-scaled z)")
+            : std::string(
+                  "this build of normtune has no cuDNN backend (configure with cuDNN's "
+                  "frontend headers: NORMTUNE_ENABLE_CUDNN=ON)");
     return nullptr;
   }
   if (sel.entry == nullptr) {
