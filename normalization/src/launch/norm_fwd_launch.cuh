@@ -262,11 +262,7 @@ struct GeneralFwd {
   // aligned data: a size query's null pointers count as aligned) is pipelined on one CTA per
   // row; run_unscaled uses it only then, and only when the real call's plan is that one.
   static size_t workspace(const void* opaque) {
-    if constexpr (Traits::kBlockScaled) {
-      return 0;
-    } else {
-      return counted_plan(*static_cast<const FwdArgs*>(opaque), true) ? kRowCounterBytes : 0;
-    }
+    return counted_plan(*static_cast<const FwdArgs*>(opaque), true) ? kRowCounterBytes : 0;
   }
 
   static void run(const void* opaque, cudaStream_t stream) {
@@ -324,9 +320,10 @@ struct GeneralFwd {
   // 16384x32768 562.18 -> 548.35, but LayerNorm 286.91 -> 308.74 and 564.16 -> 602.59, and
   // with a per-tensor FP8 z, bf16 8192x32768 214.8 -> 256.9 (the ../shared/peers table; session
   // 31 measured a tuned FP8 line with the counter 212.5 -> 231.7).
+  // (A block-scaled z is never of x's type: no counter there.)
+  static constexpr bool kCounted = Traits::kRmsNorm && !Traits::kResidualAdd &&
+                                   std::is_same_v<typename Traits::Output, typename Traits::Input>;
   static bool counted_plan(const FwdArgs& args, bool aligned) {
-    constexpr bool kCounted = Traits::kRmsNorm && !Traits::kResidualAdd &&
-                              std::is_same_v<typename Traits::Output, typename Traits::Input>;
     if constexpr (!kCounted) {
       return false;
     } else {
@@ -340,8 +337,10 @@ struct GeneralFwd {
     constexpr int kVec = 16 / sizeof(I);
     const FwdPlan plan = unscaled_plan(args, aligned);
     if (plan.layout == FwdLayout::kPipelined) {
-      // (The workspace holds the counter when the aligned plan is this one: workspace().)
-      void* counter = plan.ctas_per_row == 1 && counted_plan(args, true) ? args.workspace : nullptr;
+      // (The workspace holds the counter when the aligned plan is this one: workspace(). With
+      // aligned data this plan is the aligned one.)
+      const bool counted = plan.ctas_per_row == 1 && (aligned ? kCounted : counted_plan(args, true));
+      void* counter = counted ? args.workspace : nullptr;
       if (launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream, counter)) return;
       // The device cannot hold this plan: stream the rows instead.
       return launch_fwd<Traits, FwdShape<kVec, 0>>(args, forward_streaming_plan(), stream);
