@@ -61,6 +61,54 @@ TEST(Fp4E2M1Code, CodesPackedEightToAWord) {
   EXPECT_EQ(want4, 0x1A68u);
 }
 
+// The bounded conversion the kernels use for blocks whose values times the multiplier stay
+// below 7 (fp4e2m1_codes_below7): equal to fp4e2m1_codes of the products, for the products
+// themselves (m = 1, NVFP4's) over every fp32 of |x| in [2^-4, 7) in groups of eight of
+// both signs, and with MXFP4's power-of-two multipliers folded into its lines (from 2^-127,
+// a subnormal, to 2^126) on random blocks scaled to fit, NaN (a canonical one: +6) and -0
+// among them; four values as well as eight.
+TEST(Fp4E2M1Code, BoundedConversionEqualsTheClampedOne) {
+  auto check = [](const float(&v)[8], float m) {
+    float prod[8];
+    for (int k = 0; k < 8; ++k) prod[k] = v[k] * m;
+    const uint32_t want = fp4e2m1_codes<false>(prod), got = fp4e2m1_codes_below7<false>(v, m);
+    if (got != want) {
+      ADD_FAILURE() << std::hex << "codes " << got << ", want " << want << std::dec << " (m " << m
+                    << ", v0 " << v[0] << ")";
+      return false;
+    }
+    const float v4[4] = {v[0], v[1], v[2], v[3]};
+    float p4[4] = {prod[0], prod[1], prod[2], prod[3]};
+    return fp4e2m1_codes_below7<false>(v4, m) == fp4e2m1_codes<false>(p4) ||
+           (ADD_FAILURE() << "four values, m " << m, false);
+  };
+  float v[8];
+  int n = 0;
+  for (uint32_t bits = 0x3D800000u; bits < 0x40E00000u; bits += 1) {  // [2^-4, 7)
+    v[n] = bits_float(bits | ((bits & 0x10u) != 0 ? 0x80000000u : 0u));
+    if (++n == 8) {
+      n = 0;
+      if (!check(v, 1.f)) return;
+    }
+  }
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  std::uniform_int_distribution<int> expo(-127, 126);
+  for (int i = 0; i < 200000; ++i) {
+    const float m = std::ldexp(1.f, expo(rng));
+    for (int k = 0; k < 8; ++k) v[k] = unit(rng) * 6.99f / m;  // |v * m| below 7
+    if (i % 7 == 0) v[i % 8] = NAN;
+    if (i % 11 == 0) v[(i + 3) % 8] = -0.f;
+    bool finite = true;
+    for (float x : v) finite = finite && !std::isinf(x);
+    if (finite && !check(v, m)) return;
+  }
+  const float ties[8] = {0.25f, -0.75f, 1.25f, -1.75f, 2.5f, -3.5f, 5.f, -6.99f};
+  EXPECT_TRUE(check(ties, 1.f));
+  EXPECT_EQ(fp4e2m1_codes_below7<false>(ties, 1.f),
+            0xF6E4C2A0u);  // (0 A 2 C 4 E 6 F from value 0 up)
+}
+
 TEST(Nvfp4Scale, EncodeScaleFromTheGlobalAmax) {
   EXPECT_EQ(nvfp4_encode_scale(2688.f), 1.f);
   EXPECT_EQ(nvfp4_encode_scale(100.f), 2688.f / 100.f);

@@ -1293,15 +1293,22 @@ struct BlockCase {
   bool columnwise = false;    // NVFP4: column-wise data too (the transpose)
   bool own_col_amax = false;  // with a column-wise global amax of its own (twice the row-wise one; 1 without one)
   int sms = 0;                // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
+  bool zero_blocks =
+      false;  // every third 32 elements of each row of x zero (RMSNorm: all-zero blocks of z)
 
   std::string describe() const {
-    return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
-                          hidden, " ", dtype_name(t), " -> ", scaling_mode_name(mode), " ", dtype_name(o),
-                          columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
-                          zero_centered ? " zero-centered" : "",
-                          amax == Amax::kFromData ? " amax of the data" : amax == Amax::kOne ? " amax 1" : "",
-                          own_col_amax ? " column-wise amax 2x" : "", sms ? detail::concat(" on ", sms, " SMs") : std::string(),
-                          nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string());
+    return detail::concat(
+        norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
+        hidden, " ", dtype_name(t), " -> ", scaling_mode_name(mode), " ", dtype_name(o),
+        columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
+        zero_centered ? " zero-centered" : "",
+        amax == Amax::kFromData ? " amax of the data"
+        : amax == Amax::kOne    ? " amax 1"
+                                : "",
+        own_col_amax ? " column-wise amax 2x" : "",
+        sms ? detail::concat(" on ", sms, " SMs") : std::string(),
+        nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string(),
+        zero_blocks ? " zero blocks" : "");
   }
 };
 
@@ -1341,6 +1348,11 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
                   g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
                   b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
   if (k.nan_row < k.rows) x.set(k.nan_row * k.hidden + k.hidden / 3, std::nan(""));
+  if (k.zero_blocks) {
+    for (size_t i = 0; i < n; ++i) {
+      if ((i % k.hidden) / 32 % 3 == 1) x.set(i, 0.0);
+    }
+  }
   BlockRun r;
   r.want = reference_fwd(k.norm, k.rows, k.hidden, x, k.add ? &res : nullptr, g, b, k.zero_centered, k.t);
   if (k.amax == BlockCase::Amax::kFromData) {
@@ -1655,40 +1667,56 @@ TEST_F(NormFwdGpu, Nvfp4OutputRowwiseAndColumnwise) {
   }
 }
 
+BlockCase with_zero_blocks(BlockCase k) {
+  k.zero_blocks = true;
+  return k;
+}
+
 // NVFP4 z (TransformerEngine 2.18's arithmetic): e2m1 codes two per byte, an E4M3 scale per 16
 // elements of a row from the block's amax and the encode scale 448 * 6 / global amax (none: 1;
 // an amax of 1 far below the data's: most codes saturate at +-6). Compact and swizzled scales;
-// rows of one block, odd block counts, several rows per warp, a cluster, the fused add.
+// rows of one block, odd block counts, several rows per warp, a cluster, the fused add; all-zero
+// blocks among the others, and saturated blocks among unsaturated ones (the kernels' bounded
+// and clamped e2m1 conversions, BlockQuantizer::block_codes, side by side in a warp).
 TEST_F(NormFwdGpu, Nvfp4OutputRowwise) {
   const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
   const ScalingMode nv = ScalingMode::kNvfp4_1D;
   using A = BlockCase::Amax;
-  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 37, 4096, false, false, A::kFromData},
-                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 200, 7168, true, false, A::kFromData},
-                             BlockCase{NormType::kLayerNorm, false, hf, f4, nv, 5, 2048, false, true, A::kNone},
-                             BlockCase{NormType::kRMSNorm, true, bf, f4, nv, 37, 4096, true, false, A::kFromData},
-                             BlockCase{NormType::kRMSNorm, false, f32, f4, nv, 3, 65536, false, false, A::kFromData},
-                             BlockCase{NormType::kLayerNorm, false, bf, f4, nv, 130, 32768, true, false, A::kFromData},
-                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 300, 128, true, false, A::kOne},
-                             BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 1, 16, false, false, A::kFromData},
-                             BlockCase{NormType::kLayerNorm, false, f32, f4, nv, 7, 48, false, false, A::kFromData}}) {
+  for (const BlockCase& k :
+       {BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 37, 4096, false, false, A::kFromData},
+        BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 200, 7168, true, false, A::kFromData},
+        BlockCase{NormType::kLayerNorm, false, hf, f4, nv, 5, 2048, false, true, A::kNone},
+        BlockCase{NormType::kRMSNorm, true, bf, f4, nv, 37, 4096, true, false, A::kFromData},
+        BlockCase{NormType::kRMSNorm, false, f32, f4, nv, 3, 65536, false, false, A::kFromData},
+        BlockCase{NormType::kLayerNorm, false, bf, f4, nv, 130, 32768, true, false, A::kFromData},
+        BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 300, 128, true, false, A::kOne},
+        BlockCase{NormType::kRMSNorm, false, bf, f4, nv, 1, 16, false, false, A::kFromData},
+        BlockCase{NormType::kLayerNorm, false, f32, f4, nv, 7, 48, false, false, A::kFromData},
+        with_zero_blocks(
+            {NormType::kRMSNorm, false, bf, f4, nv, 37, 4096, true, false, A::kFromData}),
+        with_zero_blocks(
+            {NormType::kRMSNorm, false, bf, f4, nv, 300, 128, false, false, A::kOne})}) {
     SCOPED_TRACE(k.describe());
     expect_block_output(k, run_block(k, 71));
   }
 }
 
 // MXFP4 z (normtune's NVTE_NORMTUNE_MXFP4_1D_SCALING): e2m1 codes, an E8M0 scale per 32, the
-// smallest power of two that fits the block's amax in e2m1's +-6.
+// smallest power of two that fits the block's amax in e2m1's +-6. All-zero blocks (E8M0 0: the
+// clamped conversion) among the others (the bounded one) in a warp.
 TEST_F(NormFwdGpu, Mxfp4OutputRowwise) {
   const DType f4 = DType::kFloat4E2M1, bf = DType::kBFloat16, hf = DType::kFloat16, f32 = DType::kFloat32;
   const ScalingMode m4 = ScalingMode::kMxfp4_1D;
-  for (const BlockCase& k : {BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 37, 4096, false, false},
-                             BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 200, 7168, true, false},
-                             BlockCase{NormType::kLayerNorm, false, hf, f4, m4, 5, 2048, false, true},
-                             BlockCase{NormType::kRMSNorm, true, bf, f4, m4, 37, 4096, true, false},
-                             BlockCase{NormType::kRMSNorm, false, f32, f4, m4, 3, 65536, false, false},
-                             BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 1, 32, false, false},
-                             BlockCase{NormType::kLayerNorm, false, f32, f4, m4, 7, 96, true, false}}) {
+  for (const BlockCase& k :
+       {BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 37, 4096, false, false},
+        BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 200, 7168, true, false},
+        BlockCase{NormType::kLayerNorm, false, hf, f4, m4, 5, 2048, false, true},
+        BlockCase{NormType::kRMSNorm, true, bf, f4, m4, 37, 4096, true, false},
+        BlockCase{NormType::kRMSNorm, false, f32, f4, m4, 3, 65536, false, false},
+        BlockCase{NormType::kRMSNorm, false, bf, f4, m4, 1, 32, false, false},
+        BlockCase{NormType::kLayerNorm, false, f32, f4, m4, 7, 96, true, false},
+        with_zero_blocks({NormType::kRMSNorm, false, bf, f4, m4, 37, 4096, true, false}),
+        with_zero_blocks({NormType::kRMSNorm, true, bf, f4, m4, 64, 2048, false, false})}) {
     SCOPED_TRACE(k.describe());
     expect_block_output(k, run_block(k, 73));
   }

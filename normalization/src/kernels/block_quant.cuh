@@ -78,6 +78,61 @@ struct BlockQuantizer {
     }
   }
 
+  // The offset of row `row`'s codes in z, and of vector v's (kVec values) in a row, in bytes.
+  __device__ __forceinline__ static int64_t row_byte(int64_t row, int hidden) {
+    return row * (kFp4 ? hidden / 2 : hidden * static_cast<int>(sizeof(O)));
+  }
+  template <int kVec>
+  __device__ __forceinline__ static int vector_byte(int v) {
+    static_assert(!kFp4 || kVec % 2 == 0, "e2m1 vectors are whole bytes");
+    return v * (kFp4 ? kVec / 2 : kVec * static_cast<int>(sizeof(O)));
+  }
+
+  // The codes of kN values of a block, not yet multiplied (a NaN among them an arithmetic
+  // result's, the canonical NaN): amax is the block's max |value| (a chain of fmaxf, never
+  // NaN), mult its multiplier. e2m1: the bounded conversion (fp4e2m1_codes_below7) when
+  // amax * mult is below 7, which every block of a data-derived scale meets (MXFP4: with a
+  // multiplier up to 2^126, not that of an all-zero block; NVFP4: its scale saturates only
+  // when the global amax is below the block's); else the clamped one. MXFP4's multiplier, a
+  // power of two, goes into the bounded conversion's lines; NVFP4's is applied first, as
+  // TransformerEngine's quantizer does. The codes are returned (e2m1: packed, kN / 2 bytes),
+  // or (fp8) the products left in y for store_floats.
+  template <int kN>
+  __device__ __forceinline__ static uint32_t block_codes(float (&y)[kN], float amax, float mult) {
+    if constexpr (kFp4) {
+      static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
+      constexpr bool kPowerOfTwo = kMode == ScalingMode::kMxfp4_1D;
+      if (amax * mult < 7.f && (!kPowerOfTwo || mult <= 0x1p126f)) {
+        if constexpr (!kPowerOfTwo) {
+#pragma unroll
+          for (int k = 0; k < kN; ++k) y[k] *= mult;
+        }
+        return fp4e2m1_codes_below7<true>(y, kPowerOfTwo ? mult : 1.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kN; ++k) y[k] *= mult;
+      return fp4e2m1_codes<true>(y);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) y[k] *= mult;
+      return 0;
+    }
+  }
+  // Stores what block_codes gave at `dst`.
+  template <int kN>
+  __device__ __forceinline__ static void store_block_codes(const float (&y)[kN], uint32_t codes,
+                                                           uint8_t* dst) {
+    if constexpr (kFp4) {
+      if constexpr (kN == 8) {
+        *reinterpret_cast<uint32_t*>(dst) = codes;
+      } else {
+        *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(codes);
+      }
+    } else {
+      store_floats(y, reinterpret_cast<O*>(dst));
+    }
+  }
+
   // The codes of kN values (already multiplied: a NaN among them is a multiply's) of z from
   // element `elem` of z on.
   template <int kN>

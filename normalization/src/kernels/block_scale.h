@@ -180,6 +180,70 @@ NORMTUNE_HD_INLINE uint32_t fp4e2m1_codes(const float (&y)[kN]) {
   return w;
 }
 
+// __byte_perm: byte n of the result is byte (s >> 4n) & 7 of the eight bytes of b:a (a the
+// low four); the host's form for the CPU tests.
+NORMTUNE_HD_INLINE uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t v = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n)
+    r |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xFFu) << (8 * n);
+  return r;
+#endif
+}
+
+// The codes of kN values times m (kN 4 or 8, packed as fp4e2m1_codes packs them), for a block
+// whose every |value| * m is below 7 or NaN (the caller checks its max |value| * m): the same
+// codes as fp4e2m1_codes<kCanonicalNan> of the products v * m whenever those products are
+// exact (m a power of two: MXFP4's multiplier; or m = 1, the caller having multiplied:
+// NVFP4's), in about two thirds of the instructions. m enters the three lines of
+// fp4e2m1_magnitude as their slopes (2m, m, m / 2: exact, 2m finite for m <= 2^126), and a
+// value below 7 keeps every line below 2^23 + 8, so the clamp to 7 is not needed: the code is
+// the low byte of the lines' min (NaN: 0xFF, masked to 7 below). The eight bytes are then
+// gathered two words at a time with byte permutes (even values' codes in one word, odd
+// ones' in the other), and the signs likewise from the values' top bytes, instead of a shift
+// and a mask for each code.
+template <bool kCanonicalNan, int kN>
+NORMTUNE_HD_INLINE uint32_t fp4e2m1_codes_below7(const float (&v)[kN], float m) {
+  static_assert(kN == 4 || kN == 8, "four or eight values: two or four bytes of codes");
+  constexpr float kMagic = 8388608.f;  // 2^23
+  uint32_t mag[kN], top[kN];
+  for (int k = 0; k < kN; ++k) {
+    const float a = fabsf(v[k]);
+    const uint32_t lo = float_bits(fmaf(a, 2.f * m, kMagic)),
+                   mid = float_bits(fmaf(a, m, kMagic + 2.f)),
+                   hi = float_bits(fmaf(a, 0.5f * m, kMagic + 4.f));
+#if defined(__CUDA_ARCH__)
+    constexpr bool kNanBitsKnown = kCanonicalNan;  // 0x7FFFFFFF: low byte 0xFF, sign clear
+#else
+    constexpr bool kNanBitsKnown = false;
+#endif
+    const bool nan = !kNanBitsKnown && !(v[k] == v[k]);
+    mag[k] = nan ? 7u : detail::min_u32(detail::min_u32(lo, mid), hi);
+    top[k] = nan ? 0u : float_bits(v[k]);  // (a NaN: +6)
+  }
+  // Byte 0 of values 0, 2 (4, 6) and of values 1, 3 (5, 7); for four values the upper halves
+  // are unused.
+  uint32_t even = byte_perm(mag[0], mag[2], 0x5140u), odd = byte_perm(mag[1], mag[3], 0x5140u);
+  uint32_t even_sign = byte_perm(top[0], top[2], 0x5173u),
+           odd_sign = byte_perm(top[1], top[3], 0x5173u);
+  if constexpr (kN == 8) {
+    even = byte_perm(even, byte_perm(mag[4], mag[6], 0x5140u), 0x5410u);
+    odd = byte_perm(odd, byte_perm(mag[5], mag[7], 0x5140u), 0x5410u);
+    even_sign = byte_perm(even_sign, byte_perm(top[4], top[6], 0x5173u), 0x5410u);
+    odd_sign = byte_perm(odd_sign, byte_perm(top[5], top[7], 0x5173u), 0x5410u);
+  }
+  // Byte j: value 2j's code in bits 0-2 and its sign in bit 3 (the sign byte's bit 7 shifted
+  // down), value 2j + 1's in bits 4-6 and 7: three bitwise selects with constant masks. (A
+  // NaN's byte is 0xFF: its low three bits are 7, and what it carries past them is masked.)
+  const uint32_t sel_odd = (even & 0x07070707u) | ((odd << 4) & ~0x07070707u);
+  const uint32_t sel_even_sign = (sel_odd & ~0x08080808u) | ((even_sign >> 4) & 0x08080808u);
+  const uint32_t w = (sel_even_sign & ~0x80808080u) | (odd_sign & 0x80808080u);
+  return kN == 8 ? w : w & 0xFFFFu;
+}
+
 // ---- NVFP4 --------------------------------------------------------------------------------
 
 inline constexpr float kNvfp4E4M3Max = 448.f;

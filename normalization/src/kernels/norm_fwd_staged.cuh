@@ -243,6 +243,26 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
     const Quant quant(p, block_table);
     const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
+    // This thread's first vector's codes; vector i's lie i * G vectors on, a constant offset
+    // in the exact shapes. (Held in a register: without the empty asm the compiler recomputed
+    // the 64-bit address from the row for every vector's store, seven instructions.)
+    int64_t zvec_at = Quant::row_byte(row, hidden) + Quant::template vector_byte<kVec>(vec_of(0));
+#if defined(__CUDA_ARCH__)
+    asm volatile("" : "+l"(zvec_at));
+#endif
+    uint8_t* const zvec = static_cast<uint8_t*>(p.z) + zvec_at;
+    // The scale of vector i's block is at0 + i * step where consecutive i's blocks lie a fixed
+    // distance apart in the scale tensor: compact scales, 1x128's, and 128x4 swizzled tiles
+    // when a row group's blocks span whole 4-block columns of a tile (G / kGroup a multiple
+    // of 4: block b0 + i * Gb then keeps b0's place in its column); else it is computed per
+    // vector. (Block v / kGroup = b0 + i * Gb: G and the slices are multiples of kGroup.)
+    const int Gb = G / kGroup;
+    const bool strided =
+        Traits::kScaling == ScalingMode::kBlock1D || !p.swizzled_scales || Gb % 4 == 0;
+    const int b0 = static_cast<int>(static_cast<unsigned>(vec_of(0)) / kGroup);
+    const int64_t at0 =
+        scale_row + block_scale_block_part(Traits::kScaling, b0, p.rows, p.swizzled_scales);
+    const int64_t step = block_scale_block_part(Traits::kScaling, Gb, p.rows, p.swizzled_scales);
     // A compile-time shape that covers the row exactly (every tuned line): every vector of
     // every thread lies in the row, so only the row's own bound is left. The vectors are
     // then computed whether or not the row exists (the shared memory of a missing row holds
@@ -285,11 +305,15 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
         }
 #pragma unroll
         for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
-        const int64_t at = scale_row + block_scale_block_part(Traits::kScaling, v / kGroup, p.rows, p.swizzled_scales);
+        const int64_t at = strided
+                               ? at0 + i * step
+                               : scale_row + block_scale_block_part(Traits::kScaling, v / kGroup,
+                                                                    p.rows, p.swizzled_scales);
         const float mult = quant.block(p, amax, at, valid && t % kGroup == 0);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) y[k] *= mult;
-        if (valid) Quant::store_codes(y, p.z, row * hidden + static_cast<int64_t>(v) * kVec);
+        const uint32_t codes =
+            Quant::block_codes(y, amax, mult);  // (every lane: no branch around it)
+        if (valid)
+          Quant::store_block_codes(y, codes, zvec + Quant::template vector_byte<kVec>(i * G));
       };
       if constexpr (Shape::kN > 0) {
 #pragma unroll
