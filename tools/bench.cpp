@@ -86,9 +86,10 @@ const char* const kHelp = R"(normtune bench [options]
   finalize). Baselines: copy of x into z (cudaMemcpyAsync); for the fused add a kernel that
   reads two tensors and writes two; for a backward one that reads two (three with add) and
   writes one. FP8, MXFP8 and fp8b128 z: a cast of x to fp8 e4m3 (reads x, writes a byte per
-  element; with the fused add, also writes x + residual); nvfp4 and mxfp4: a cast to e2m1
-  (cast4: half a byte per element); mxfp8c RMSNorm/LayerNorm: x read once and cast to two
-  fp8 outputs (cast8x2); nvfp4c: to two e2m1 outputs (cast4x2, both in x's layout). Row-wise block-scaled rows also time the unfused way, the norm into
+  element; with the fused add, also writes x + residual); nvfp4 and mxfp4: x read and half a byte
+  per element written, a copy of those bytes with no e2m1 conversion (cast4); mxfp8c
+  RMSNorm/LayerNorm: x read once and cast to two fp8 outputs (cast8x2); nvfp4c: two such
+  half-byte outputs (cast4x2, both in x's layout). Row-wise block-scaled rows also time the unfused way, the norm into
   x's dtype then a separate quantization pass of the format, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
