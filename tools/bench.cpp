@@ -407,7 +407,7 @@ int run(const std::vector<std::string_view>& args) {
             r.base_name = "cast8x2";  // x read once, both fp8 outputs written
             base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
           } else if (out == ZFormat::kNvfp4Colwise && op.stage == Stage::kForward) {
-            r.base_name = "cast4x2";  // x read once, both e2m1 outputs written
+            r.base_name = "cast4x2";  // x read once, both half-byte outputs written
             base = [&](cudaStream_t s) { launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
           } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;

@@ -32,12 +32,13 @@ void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, si
 void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
                            cudaStream_t stream);
 
-// d = e2m1 codes of a (+ b, with c = a + b), two per byte: the bytes of a norm (or fused add)
-// with a 4-bit z, its scales aside.
+// d = half a byte per element of a (+ b, with c = a + b), copied without an e2m1 conversion:
+// the bytes of a norm (or fused add) with a 4-bit z, its scales aside.
 void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, size_t elements, int sm_count,
                      cudaStream_t stream);
-// d = e = the e2m1 codes of a: a norm with both NVFP4 outputs (row-wise and the column-wise
-// transpose), its scales aside, as a read and two half-byte writes.
+// d = e = half a byte per element of a, the same copy: a norm with both NVFP4 outputs
+// (row-wise and the column-wise transpose), its scales aside, as a read and two half-byte
+// writes.
 void launch_cast_fp4_twice(const void* a, DType t, void* d, void* e, size_t elements, int sm_count,
                            cudaStream_t stream);
 
