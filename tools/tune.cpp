@@ -39,7 +39,7 @@ const char* const kHelp = R"(normtune tune [options]
     --out LIST       z of the forward ops: same (x's dtype; the default), fp8 (per-tensor
                      scaled e4m3: the lines for an fp8e4m3 otype), mxfp8, nvfp4, mxfp4,
                      fp8b128 (row-wise block-scaled z, as in bench: NORMTUNE_TUNED_SCALED
-                     lines, staged layouts only, whole blocks per group of lanes)
+                     lines, staged and pipelined layouts, whole blocks per group of lanes)
     --hidden LIST    hidden sizes (default: the sm90 table's 17, 128 to 16384)
     --elements N     rows x hidden of the timed problem (default 33554432 = 32M; backward
                      at most 16M, so that dgamma is verified over every row)
@@ -659,9 +659,10 @@ int run(const std::vector<std::string_view>& args) {
         const int max_cluster = dev.supports_clusters ? clusters : 1;
         const ScalingMode scaling = bench::block_scaling_of(out);
         for (const FwdPlan& plan : forward_plan_candidates(hidden, vec, dev.warp_size, max_cluster)) {
-          // Block-scaled z: the staged layouts whose groups hold whole blocks.
+          // Block-scaled z: the staged and pipelined layouts whose groups hold whole blocks.
           if (scaling != ScalingMode::kNone &&
-              (plan.layout != FwdLayout::kStaged || plan.threads_per_row % std::max(block_elements(scaling) / vec, 1) != 0)) {
+              ((plan.layout != FwdLayout::kStaged && plan.layout != FwdLayout::kPipelined) ||
+               plan.threads_per_row % std::max(block_elements(scaling) / vec, 1) != 0)) {
             continue;
           }
           // With an override set, forward calls run the general kernel with that plan. A

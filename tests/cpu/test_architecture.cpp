@@ -838,9 +838,11 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
     EXPECT_NE(e->arch, ArchFamily::kAny);
     EXPECT_EQ(k, k.entry_key());
     EXPECT_EQ(k.ctype, DType::kFloat32);
-    // Unscaled (or per-tensor FP8) lines, and row-wise block-scaled ones: forward, staged.
+    // Unscaled (or per-tensor FP8) lines, and row-wise block-scaled ones: forward, staged or
+    // pipelined.
     EXPECT_TRUE(k.scaling == ScalingMode::kNone ||
-                (!is_backward(k.stage) && e->config.rfind("layout=staged", 0) == 0))
+                (!is_backward(k.stage) && (e->config.rfind("layout=staged", 0) == 0 ||
+                                           e->config.rfind("layout=pipelined", 0) == 0)))
         << scaling_mode_name(k.scaling);
     EXPECT_TRUE(combo_listed(k.stage, k.wtype, k.itype, k.otype, k.scaling)) << "types outside the op's type list";
     EXPECT_THAT(e->name, HasSubstr(detail::concat("_h", k.hidden_size)));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include <normtune/normtune.h>
@@ -73,6 +74,13 @@ TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
 INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd})),
                          tuned_entry_name);
 
+// Whether a tuned forward entry is pipelined on one CTA per row: its CTAs take their rows from
+// the row counter (the workspace) where they have at least 16 rows each.
+bool counted_pipelined(const KernelEntry& e) {
+  return e.name.find("_pipelined_") != std::string::npos &&
+         e.name.find("_c1_") != std::string::npos;
+}
+
 // The tuned pipelined lines of one CTA per row: with at least 16 rows per CTA, the CTAs take
 // their rows from a counter in the workspace (FwdParams::row_counter, one ticket per row). The
 // size query answers the counter's bytes, the launcher zeroes it (poisoned here first), and
@@ -117,9 +125,7 @@ TEST_P(TunedPipelinedFwdGpu, RowsFromTheCounterAreEveryRowOnce) {
 std::vector<const KernelEntry*> tuned_pipelined_fwd_entries() {
   std::vector<const KernelEntry*> out;
   for (const KernelEntry* e : tuned_entries({Stage::kForward, Stage::kForwardAdd})) {
-    if (e->name.find("_pipelined_") != std::string::npos && e->name.find("_c1_") != std::string::npos) {
-      out.push_back(e);
-    }
+    if (counted_pipelined(*e)) out.push_back(e);
   }
   return out;
 }
@@ -1236,9 +1242,18 @@ TEST_F(NormFwdGpu, Mxfp8OutputThroughTheOverride) {
   const DType bf = DType::kBFloat16, e4 = DType::kFloat8E4M3;
   for (const FwdPlan& plan :
        {FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 4, .threads_per_row = 128},
-        FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 2, .threads_per_row = 256, .rows_per_cta = 2},
-        FwdPlan{.layout = FwdLayout::kStaged, .vecs_per_thread = 8, .threads_per_row = 64, .rows_per_cta = 4,
-                .stage_weights = true}}) {
+        FwdPlan{.layout = FwdLayout::kStaged,
+        .vecs_per_thread = 2,
+        .threads_per_row = 256,
+        .rows_per_cta = 2},
+        FwdPlan{.layout = FwdLayout::kStaged,
+        .vecs_per_thread = 8,
+        .threads_per_row = 64,
+        .rows_per_cta = 4,
+        .stage_weights = true},
+        FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 2, .threads_per_row = 256},
+        FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 128},
+        FwdPlan{.layout = FwdLayout::kPipelined, .vecs_per_thread = 8, .threads_per_row = 64}}) {
     for (const MxCase& k : {MxCase{NormType::kRMSNorm, false, bf, e4, 97, 4096, true, false},
                             MxCase{NormType::kLayerNorm, false, bf, e4, 33, 4096, false, false},
                             MxCase{NormType::kRMSNorm, true, bf, e4, 40, 4096, true, false}}) {
@@ -1254,16 +1269,22 @@ TEST_F(NormFwdGpu, Mxfp8OutputThroughTheOverride) {
 
 // Tuned row-wise MXFP8 entries (NORMTUNE_TUNED_SCALED lines): the entry runs (not the
 // general kernel), its codes and scales checked against the fp64 reference as above, in both
-// scale layouts, one row and a row count that is no multiple of anything. (The table has no
-// such line yet: the suite is then empty.)
+// scale layouts, one row and a row count that is no multiple of anything; a pipelined line of
+// one CTA per row also on multiprocessorCount 1, where its CTA takes the 37 rows after its
+// first stages from the row counter.
 class TunedMxfp8FwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedMxfp8FwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
   ASSERT_EQ(e.key.wtype, e.key.itype) << "run_mx takes gamma in x's type";
-  for (const size_t rows : {size_t{1}, size_t{37}}) {
-    const MxCase k{e.key.norm, e.key.stage == Stage::kForwardAdd, e.key.itype, e.key.otype, rows,
-                   e.key.hidden_size, rows == 37, false};
+  for (const int run : {0, 1, 2}) {
+    if (run == 2 && !counted_pipelined(e)) break;
+    const size_t rows = run == 0 ? 1 : 37;
+    MxCase k{e.key.norm,  e.key.stage == Stage::kForwardAdd,
+             e.key.itype, e.key.otype,
+             rows,        e.key.hidden_size,
+             rows == 37,  false};
+    k.sms = run == 2 ? 1 : 0;
     SCOPED_TRACE(k.describe(false));
     const MxRun r = run_mx(k, false, 61);
     EXPECT_EQ(r.kernel.name, e.name);
@@ -1295,6 +1316,7 @@ struct BlockCase {
   int sms = 0;                // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
   bool zero_blocks =
       false;  // every third 32 elements of each row of x zero (RMSNorm: all-zero blocks of z)
+  std::optional<FwdPlan> plan;  // the general kernel with this layout (the plan override)
 
   std::string describe() const {
     return detail::concat(
@@ -1308,7 +1330,7 @@ struct BlockCase {
         own_col_amax ? " column-wise amax 2x" : "",
         sms ? detail::concat(" on ", sms, " SMs") : std::string(),
         nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string(),
-        zero_blocks ? " zero blocks" : "");
+        zero_blocks ? " zero blocks" : "", plan ? " " + config_string(*plan) : std::string());
   }
 };
 
@@ -1402,6 +1424,7 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
     }
     const uint8_t swizzled = k.swizzled ? 1 : 0;
     nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
+    if (k.plan) ASSERT_EQ(set_forward_plan_override(&*k.plan), nullptr);
     call_with_workspace([&](NVTETensor ws) {
       if (k.add) {
         normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, k.sms, k.zero_centered, nullptr);
@@ -1411,6 +1434,7 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
         nvte_rmsnorm_fwd(tx, tg, 1e-5f, tz, trs, ws, k.sms, k.zero_centered, nullptr);
       }
     });
+    if (k.plan) set_forward_plan_override(nullptr);
     nvte_destroy_tensor(tz);
   };
   call(0xFF);
@@ -1753,6 +1777,72 @@ TEST_F(NormFwdGpu, Fp8Block128OutputRowwise) {
   }
 }
 
+// Row-wise block-scaled z on the pipelined layout (kernels/norm_fwd_pipelined.cuh: persistent
+// CTAs walking rows through a ring of shared-memory stages, gamma in registers), forced through
+// the plan override as `normtune tune` does: NVFP4, MXFP4, 1x128 FP8 (and MXFP8 in
+// Mxfp8OutputThroughTheOverride) with 2, 4 and 8 vectors per thread, one CTA per row and a
+// cluster of 2 and of 4, compact and swizzled scales, LayerNorm (beta in shared memory or in
+// registers), zero-centered gamma, the fused add, fp16 and fp32 x (fp32: 4-element vectors,
+// an NVFP4 block four lanes), all-zero blocks, a saturated NVFP4 global amax, and row counts
+// that leave CTAs one row more than others; multiprocessorCount 3 so that every CTA walks
+// dozens of rows through its ring (each stage refilled many times).
+TEST_F(NormFwdGpu, BlockScaledOutputPipelinedThroughTheOverride) {
+  const DType f4 = DType::kFloat4E2M1, e4 = DType::kFloat8E4M3, bf = DType::kBFloat16,
+              hf = DType::kFloat16, f32 = DType::kFloat32;
+  const ScalingMode nv = ScalingMode::kNvfp4_1D, m4 = ScalingMode::kMxfp4_1D,
+                    b1 = ScalingMode::kBlock1D;
+  using A = BlockCase::Amax;
+  const bool clusters = device_info(current_device()).supports_clusters;
+  auto pipelined = [](BlockCase k, int vecs, int threads, int ctas = 1, int sms = 3) {
+    k.plan = FwdPlan{.layout = FwdLayout::kPipelined,
+                     .vecs_per_thread = vecs,
+                     .threads_per_row = threads,
+                     .ctas_per_row = ctas};
+    k.sms = sms;
+    return k;
+  };
+  for (const BlockCase& k :
+       {pipelined({NormType::kRMSNorm, false, bf, f4, nv, 301, 4096, true, false, A::kFromData}, 2,
+                  256),
+        pipelined({NormType::kRMSNorm, false, bf, f4, nv, 97, 8192, false, false, A::kFromData}, 4,
+                  256),
+        pipelined({NormType::kRMSNorm, false, bf, f4, nv, 64, 8192, true, false, A::kOne}, 8, 128),
+        pipelined({NormType::kLayerNorm, false, bf, f4, nv, 130, 4096, true, true, A::kFromData}, 4,
+                  128),
+        pipelined({NormType::kLayerNorm, false, hf, f4, nv, 77, 2048, false, false, A::kNone}, 2,
+                  128, 1, 0),
+        pipelined({NormType::kRMSNorm, true, bf, f4, nv, 99, 4096, true, false, A::kFromData}, 4,
+                  128),
+        pipelined({NormType::kRMSNorm, false, f32, f4, nv, 41, 4096, true, false, A::kFromData}, 4,
+                  256),
+        pipelined({NormType::kLayerNorm, false, f32, f4, nv, 41, 4096, false, false, A::kFromData},
+                  8, 128),
+        pipelined(with_zero_blocks(
+                      {NormType::kRMSNorm, false, bf, f4, nv, 70, 4096, true, false, A::kFromData}),
+                  2, 256),
+        pipelined({NormType::kRMSNorm, false, bf, f4, m4, 301, 4096, true, false}, 4, 128),
+        pipelined({NormType::kLayerNorm, false, bf, f4, m4, 45, 8192, true, true}, 8, 128),
+        pipelined({NormType::kRMSNorm, true, hf, f4, m4, 66, 2048, false, false}, 2, 128),
+        pipelined(with_zero_blocks({NormType::kRMSNorm, false, bf, f4, m4, 70, 4096, true, false}),
+                  4, 128),
+        pipelined({NormType::kRMSNorm, false, bf, e4, b1, 201, 4096, false, false}, 2, 256),
+        pipelined({NormType::kLayerNorm, false, bf, e4, b1, 33, 8192, false, true}, 4, 256),
+        pipelined({NormType::kRMSNorm, true, bf, e4, b1, 50, 4096, false, false}, 4, 128),
+        pipelined({NormType::kRMSNorm, false, bf, f4, nv, 37, 16384, true, false, A::kFromData}, 4,
+                  256, 2),
+        pipelined({NormType::kLayerNorm, false, bf, f4, m4, 29, 32768, true, false}, 8, 256, 2),
+        pipelined({NormType::kRMSNorm, true, bf, f4, nv, 23, 32768, true, false, A::kFromData}, 4,
+                  512, 4),
+        pipelined({NormType::kRMSNorm, false, bf, e4, b1, 19, 65536, false, false}, 8, 512, 2)}) {
+    SCOPED_TRACE(k.describe());
+    if (k.plan->ctas_per_row > 1 && !clusters) continue;
+    const BlockRun r = run_block(k, 101);
+    EXPECT_FALSE(r.kernel.tuned) << "the override runs the general kernel";
+    expect_block_output(k, r);
+    if (HasFailure()) return;
+  }
+}
+
 // A NaN in x makes its row's values NaN (rsigma, mu too), and only that row: a NaN does not
 // enter its block's amax (so the row's blocks get the scale of an all-zero block: E8M0 0,
 // E4M3 0, a 1x128 scale_inv of 1), and its code is +6 (0x7) in e2m1, NaN (0x7F) in e4m3
@@ -1795,18 +1885,30 @@ TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
 // Tuned block-scaled entries (NORMTUNE_TUNED_SCALED lines of Nvfp4_1D, Mxfp4_1D or Block1D):
 // the entry runs (not the general kernel), its codes and scales checked against the fp64
 // reference as above: one row with compact scales, and 37 rows (no multiple of anything)
-// with swizzled ones (1x128: compact, its one layout); NVFP4 with the data's global amax.
+// with swizzled ones (1x128: compact, its one layout); NVFP4 with the data's global amax; a
+// pipelined line of one CTA per row also on multiprocessorCount 1 (its CTA takes the rows after
+// its first stages from the row counter).
 class TunedBlockFwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedBlockFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
   const KernelEntry& e = *GetParam();
   ASSERT_EQ(e.key.wtype, e.key.itype) << "run_block takes gamma in x's type";
   const ScalingMode m = e.key.scaling;
-  for (const size_t rows : {size_t{1}, size_t{37}}) {
+  for (const int run : {0, 1, 2}) {
+    if (run == 2 && !counted_pipelined(e)) break;
+    const size_t rows = run == 0 ? 1 : 37;
     const bool swizzled = rows == 37 && m != ScalingMode::kBlock1D;
-    const BlockCase k{e.key.norm, e.key.stage == Stage::kForwardAdd, e.key.itype, e.key.otype, m, rows,
-                      e.key.hidden_size, swizzled, false,
-                      m == ScalingMode::kNvfp4_1D ? BlockCase::Amax::kFromData : BlockCase::Amax::kNone};
+    BlockCase k{e.key.norm,
+                e.key.stage == Stage::kForwardAdd,
+                e.key.itype,
+                e.key.otype,
+                m,
+                rows,
+                e.key.hidden_size,
+                swizzled,
+                false,
+                m == ScalingMode::kNvfp4_1D ? BlockCase::Amax::kFromData : BlockCase::Amax::kNone};
+    k.sms = run == 2 ? 1 : 0;
     SCOPED_TRACE(k.describe());
     const BlockRun r = run_block(k, 89);
     EXPECT_EQ(r.kernel.name, e.name);

@@ -230,8 +230,8 @@ size_t pipelined_backward_min_smem(const BwdPlan& plan);
 
 // The layout of a forward with a block-scaled z (MXFP8, MXFP4, NVFP4, FP8 1x128): staged,
 // with the threads of a row a multiple of the lanes that hold one block (block_elements /
-// vector_elements), and CTAs of whole warps. The general kernel's only choice for
-// block-scaled z.
+// vector_elements), and CTAs of whole warps. The general kernel's choice for block-scaled z
+// (the autotuner's override may also force a pipelined layout, and table lines may be either).
 FwdPlan plan_forward_block_scaled(int hidden_size, int vector_elements, bool clusters, int block_elements = 32);
 
 // The streaming layout (any row; what the general kernel falls back to when a staged plan

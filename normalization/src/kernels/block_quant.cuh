@@ -5,6 +5,7 @@
 
 #include "kernels/block_scale.h"
 #include "kernels/norm_fwd_args.h"
+#include "kernels/reduce.cuh"
 #include "kernels/vec.cuh"
 
 namespace normtune {
@@ -151,5 +152,91 @@ struct BlockQuantizer {
     }
   }
 };
+
+// The block-scaled output of the part of one row a thread holds: its vectors v = first + i * G
+// (i < N; G threads hold the row's part, G and the part multiples of kGroup = kBlock / kVec,
+// so that a block is kGroup consecutive vectors held by kGroup adjacent lanes and never spans
+// two rows or two CTAs). values(i, v, y) gives vector i's kVec values in fp32 (y). Per vector:
+// the block's max |value| by shuffles among its lanes, its scale (written by the block's
+// first lane), then each lane's codes of its own vector. Every lane takes every step, as the
+// shuffles need the whole warp; lanes past the row's end (v >= nvec) or of a missing row
+// (!row_ok) store nothing: they hold zeros, or, with kExact, whatever values() gives for them.
+// kN > 0: N is that (the loop unrolled, so that the next vectors' loads are issued before
+// this one's shuffles); kExact: a compile-time shape that covers the row exactly (every tuned
+// line), so every vector of every thread lies in the row and only the row's own bound is
+// left: the vectors are computed whether or not the row exists, branch-free.
+// Used by the staged (norm_fwd_staged.cuh) and pipelined (norm_fwd_pipelined.cuh) kernels.
+template <typename Traits, int kVec, int kN, bool kExact, typename Values>
+__device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
+                                                        const BlockQuantizer<Traits>& quant,
+                                                        int64_t row, bool row_ok, int hidden, int G,
+                                                        int N, int first, Values&& values) {
+  using Quant = BlockQuantizer<Traits>;
+  constexpr int kGroup = Quant::kBlock / kVec;
+  static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0,
+                "a block is whole vectors of a warp");
+  const int nvec = hidden / kVec;
+  const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
+  // This thread's first vector's codes; vector i's lie i * G vectors on, a constant offset
+  // in the exact shapes. (e2m1: held in a register by the empty asm, without which the
+  // compiler recomputed the 64-bit address from the row for every vector's store, seven
+  // instructions; fp8 codes: not, as there it let the loads of later vectors be hoisted
+  // until the kernel took all 64 registers, 46 before: MXFP8 h8192 1-4% slower on the H200.)
+  int64_t zvec_at = Quant::row_byte(row, hidden) + Quant::template vector_byte<kVec>(first);
+#if defined(__CUDA_ARCH__)
+  if constexpr (Quant::kFp4) asm volatile("" : "+l"(zvec_at));
+#endif
+  uint8_t* const zvec = static_cast<uint8_t*>(p.z) + zvec_at;
+  // The scale of vector i's block is at0 + i * step where consecutive i's blocks lie a fixed
+  // distance apart in the scale tensor: compact scales, 1x128's, and 128x4 swizzled tiles
+  // when a row's G lanes' blocks span whole 4-block columns of a tile (G / kGroup a multiple
+  // of 4: block b0 + i * Gb then keeps b0's place in its column); else it is computed per
+  // vector. (Block v / kGroup = b0 + i * Gb: G and the parts are multiples of kGroup.)
+  const int Gb = G / kGroup;
+  const bool strided =
+      Traits::kScaling == ScalingMode::kBlock1D || !p.swizzled_scales || Gb % 4 == 0;
+  const int b0 = static_cast<int>(static_cast<unsigned>(first) / kGroup);
+  const int64_t at0 =
+      scale_row + block_scale_block_part(Traits::kScaling, b0, p.rows, p.swizzled_scales);
+  const int64_t step = block_scale_block_part(Traits::kScaling, Gb, p.rows, p.swizzled_scales);
+  const int t = first % kGroup;  // (the lane's place in its block: first = b0 * kGroup + t)
+  auto block_vector = [&](int i) {
+    const int v = first + i * G;
+    const bool valid = row_ok && (kExact || v < nvec);
+    float y[kVec];
+    float amax = 0.f;
+    if (kExact || valid) {
+      values(i, v, y);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) amax = fmaxf(amax, fabsf(y[k]));
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) y[k] = 0.f;
+    }
+#pragma unroll
+    for (int lanes = 1; lanes < kGroup; lanes *= 2)
+      amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
+    const int64_t at = strided ? at0 + i * step
+                               : scale_row + block_scale_block_part(Traits::kScaling, v / kGroup,
+                                                                    p.rows, p.swizzled_scales);
+    const float mult = quant.block(p, amax, at, valid && t == 0);
+    uint8_t* const dst = zvec + Quant::template vector_byte<kVec>(i * G);
+    if constexpr (Quant::kFp4) {
+      // (Every lane: no branch around it.)
+      const uint32_t codes = Quant::block_codes(y, amax, mult);
+      if (valid) Quant::store_block_codes(y, codes, dst);
+    } else if (valid) {  // (fp8: in the row's branch, as before: every lane's took MXFP8 h7168 +3%)
+      Quant::store_block_codes(y, Quant::block_codes(y, amax, mult), dst);
+    }
+  };
+  if constexpr (kN > 0) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) block_vector(i);
+  } else {
+    // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
+    // without breaking the lanes' convergence, and LLVM refuses.)
+    for (int i = 0; i < N; ++i) block_vector(i);
+  }
+}
 
 }  // namespace normtune

@@ -257,7 +257,7 @@ inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
 
 template <typename Traits, typename Shape>
 __global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
-  static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged layout (norm_fwd_staged.cuh)");
+  static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged or pipelined layout");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;

@@ -6,6 +6,8 @@
 // from HBM once, gamma (and beta) once per CTA into registers: the staged layout
 // (norm_fwd_staged.cuh), one slice per CTA, leaves every CTA idle on HBM while it reduces
 // and re-reads gamma's slice from L2 for every row.
+// Every z: unscaled, per-tensor FP8 (store_output), and row-wise block-scaled
+// (store_block_scaled_part, kernels/block_quant.cuh: G a multiple of the block's lanes).
 //
 // Layout. CTA `rank` of cluster k walks rows k, k + K, k + 2K, ... (K clusters in the grid).
 // Thread t copies, and later reads back, the vectors v = rank * (N * G) + i * G + t (i < N)
@@ -24,9 +26,10 @@
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
-#include "kernels/pipeline.cuh"
+#include "kernels/block_quant.cuh"
 #include "kernels/norm_fwd.cuh"
 #include "kernels/norm_fwd_staged.cuh"
+#include "kernels/pipeline.cuh"
 
 namespace normtune {
 
@@ -66,8 +69,8 @@ inline constexpr int kPipelinedMinBlocks =
     !Traits::kResidualAdd && Shape::kN <= 4 && sizeof(typename Traits::Weight) == sizeof(typename Traits::Input) ? 2 : 1;
 
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, Shape>)) norm_fwd_pipelined_kernel(const FwdParams p) {
-  static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged layout");
+__global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, Shape>))
+    norm_fwd_pipelined_kernel(const FwdParams p) {
   static_assert(Shape::kN >= 1, "the pipelined layout holds kN vectors per thread");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
@@ -89,6 +92,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   // thread 0 in row j (for row j + S, before the reduction's CTA barrier) and read in rows j
   // (after it) and j + S.
   __shared__ unsigned next_rows[2][kMaxPipelineStages];
+  __shared__ float block_table[kBlockTableSize<Traits>];  // NVFP4 z: BlockQuantizer's multipliers
   int phase = 0;
 
   const int hidden = Shape::kHidden ? Shape::kHidden : p.hidden;
@@ -138,6 +142,22 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
       }
     }
   }
+  // Block-scaled z: the quantizer of the CTA's rows (NVFP4: its table filled while the first
+  // rows' copies are in flight); the vectors computed branch-free where the compile-time shape
+  // covers the row exactly (every tuned line).
+  if constexpr (kBlockTableSize < Traits >> 1) {
+    BlockQuantizer<Traits>::fill_table(p, block_table);
+    __syncthreads();
+  }
+  const auto quant = [&] {
+    if constexpr (Traits::kBlockScaled) {
+      return BlockQuantizer<Traits>(p, block_table);
+    } else {
+      return 0;
+    }
+  }();
+  constexpr bool kExact = Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
+                          N * Shape::kG * Shape::kC * kVec == Shape::kHidden;
   OutputScale q = output_scale<Traits>(p);
   const float gamma_shift = p.zero_centered_gamma ? 1.f : 0.f;
   const float inv_hidden = 1.f / static_cast<float>(hidden);
@@ -193,17 +213,34 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
       p.rsigma[row] = rsigma;
       if constexpr (!kRms) p.mu[row] = mean;
     }
-    O* z = static_cast<O*>(p.z) + row * hidden;
     const NormValue<kRms, true> norm(mean, rsigma, gamma_shift);  // (one loop: see NormValue)
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int v = vec_of(i);
-      if (v < nvec) {
-        O* zv = z + static_cast<int64_t>(v) * kVec;
+    if constexpr (Traits::kBlockScaled) {
+      auto values = [&](int i, int, float(&y)[kVec]) {
+        float xf[kVec], gf[kVec], bf[kVec];
+        unpack_floats(xs[i * G + t], xf);
+        unpack_floats(g[i], gf);
         if constexpr (kBetaInSmem) {
-          store_output(xs[i * G + t], g[i], beta_s[i * G + t], norm, zv, q);
-        } else {
-          store_output(xs[i * G + t], g[i], b[i], norm, zv, q);
+          unpack_floats(beta_s[i * G + t], bf);
+        } else if constexpr (!kRms) {
+          unpack_floats(b[i], bf);
+        }
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
+      };
+      store_block_scaled_part<Traits, kVec, N, kExact>(p, quant, row, true, hidden, G, N, vec_of(0),
+                                                       values);
+    } else {
+      O* z = static_cast<O*>(p.z) + row * hidden;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int v = vec_of(i);
+        if (v < nvec) {
+          O* zv = z + static_cast<int64_t>(v) * kVec;
+          if constexpr (kBetaInSmem) {
+            store_output(xs[i * G + t], g[i], beta_s[i * G + t], norm, zv, q);
+          } else {
+            store_output(xs[i * G + t], g[i], b[i], norm, zv, q);
+          }
         }
       }
     }

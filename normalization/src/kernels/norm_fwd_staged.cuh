@@ -229,107 +229,36 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     });
   };
   if constexpr (Traits::kBlockScaled) {
-    // Block-scaled z (kernels/block_quant.cuh): a block is kGroup consecutive vectors of the
-    // row, held by kGroup adjacent lanes (G and the slices are multiples of kGroup: a block
-    // never spans two rows or two CTAs). The block's max |value| by shuffles among those
-    // lanes, one scale (written by the block's first lane), then each lane's codes of its own
-    // vector. Every lane takes every step, as the shuffles need the whole warp; lanes past
-    // the row's end (or past the last row) store nothing: they hold zeros, or, in the exact
-    // shapes below, what the missing row's shared memory holds.
-    // The loop runs in each variant (for_each_variant); the scale's offset has its row part
-    // computed once.
-    using Quant = BlockQuantizer<Traits>;
-    constexpr int kGroup = Quant::kBlock / kVec;
-    static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0, "a block is whole vectors of a warp");
-    const Quant quant(p, block_table);
-    const int64_t scale_row = block_scale_row_part(Traits::kScaling, row, hidden, p.swizzled_scales);
-    // This thread's first vector's codes; vector i's lie i * G vectors on, a constant offset
-    // in the exact shapes. (e2m1: held in a register by the empty asm, without which the
-    // compiler recomputed the 64-bit address from the row for every vector's store, seven
-    // instructions; fp8 codes: not, as there it let the loads of later vectors be hoisted
-    // until the kernel took all 64 registers, 46 before: MXFP8 h8192 1-4% slower on the H200.)
-    int64_t zvec_at = Quant::row_byte(row, hidden) + Quant::template vector_byte<kVec>(vec_of(0));
-#if defined(__CUDA_ARCH__)
-    if constexpr (Quant::kFp4) asm volatile("" : "+l"(zvec_at));
-#endif
-    uint8_t* const zvec = static_cast<uint8_t*>(p.z) + zvec_at;
-    // The scale of vector i's block is at0 + i * step where consecutive i's blocks lie a fixed
-    // distance apart in the scale tensor: compact scales, 1x128's, and 128x4 swizzled tiles
-    // when a row group's blocks span whole 4-block columns of a tile (G / kGroup a multiple
-    // of 4: block b0 + i * Gb then keeps b0's place in its column); else it is computed per
-    // vector. (Block v / kGroup = b0 + i * Gb: G and the slices are multiples of kGroup.)
-    const int Gb = G / kGroup;
-    const bool strided =
-        Traits::kScaling == ScalingMode::kBlock1D || !p.swizzled_scales || Gb % 4 == 0;
-    const int b0 = static_cast<int>(static_cast<unsigned>(vec_of(0)) / kGroup);
-    const int64_t at0 =
-        scale_row + block_scale_block_part(Traits::kScaling, b0, p.rows, p.swizzled_scales);
-    const int64_t step = block_scale_block_part(Traits::kScaling, Gb, p.rows, p.swizzled_scales);
-    // A compile-time shape that covers the row exactly (every tuned line): every vector of
-    // every thread lies in the row, so only the row's own bound is left. The vectors are
-    // then computed whether or not the row exists (the shared memory of a missing row holds
-    // whatever it held; nothing of it is stored), branch-free, and the loop is unrolled, so
-    // that the loads of the next vectors are issued before this one's shuffles.
+    // Block-scaled z (kernels/block_quant.cuh): store_block_scaled_part over this thread's
+    // vectors, in each variant (for_each_variant). The exact shapes compute the vectors of a
+    // missing row from whatever its shared memory holds (nothing of it is stored).
+    const BlockQuantizer<Traits> quant(p, block_table);
     constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
                             Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
     auto blocks = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
-      auto block_vector = [&](int i) {
-        const int v = vec_of(i);
-        const bool valid = row_ok && (kExact || v < nvec);
-        float y[kVec];
-        float amax = 0.f;
-        if (kExact || valid) {
-          const int s = i * G + t;
-          VW g;
-          [[maybe_unused]] VW bt;
-          if constexpr (decltype(staged_weights)::value) {
-            g = gs[s];
-            if constexpr (!kRms) bt = bs[s];
-          } else {
-            g.load(gamma + static_cast<int64_t>(v) * kVec);
-            if constexpr (!kRms) bt.load(beta + static_cast<int64_t>(v) * kVec);
-          }
-          // (Unpacked word by word: element by element, a bf16 pair's upper half took a
-          // permute and a shift where a mask does.)
-          float xf[kVec], gf[kVec], bf[kVec];
-          unpack_floats(xs[s], xf);
-          unpack_floats(g, gf);
-          if constexpr (!kRms) unpack_floats(bt, bf);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
-            amax = fmaxf(amax, fabsf(y[k]));
-          }
+      auto values = [&](int i, int v, float(&y)[kVec]) {
+        const int s = i * G + t;
+        VW g;
+        [[maybe_unused]] VW bt;
+        if constexpr (decltype(staged_weights)::value) {
+          g = gs[s];
+          if constexpr (!kRms) bt = bs[s];
         } else {
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) y[k] = 0.f;
+          g.load(gamma + static_cast<int64_t>(v) * kVec);
+          if constexpr (!kRms) bt.load(beta + static_cast<int64_t>(v) * kVec);
         }
+        // (Unpacked word by word: element by element, a bf16 pair's upper half took a
+        // permute and a shift where a mask does.)
+        float xf[kVec], gf[kVec], bf[kVec];
+        unpack_floats(xs[s], xf);
+        unpack_floats(g, gf);
+        if constexpr (!kRms) unpack_floats(bt, bf);
 #pragma unroll
-        for (int lanes = 1; lanes < kGroup; lanes *= 2) amax = fmaxf(amax, platform::shfl_xor(amax, lanes));
-        const int64_t at = strided
-                               ? at0 + i * step
-                               : scale_row + block_scale_block_part(Traits::kScaling, v / kGroup,
-                                                                    p.rows, p.swizzled_scales);
-        const float mult = quant.block(p, amax, at, valid && t % kGroup == 0);
-        uint8_t* const dst = zvec + Quant::template vector_byte<kVec>(i * G);
-        if constexpr (Quant::kFp4) {
-          const uint32_t codes =
-              Quant::block_codes(y, amax, mult);  // (every lane: no branch around it)
-          if (valid) Quant::store_block_codes(y, codes, dst);
-        } else if (valid) {  // (fp8: in the row's branch, as before: every lane's took MXFP8 h7168
-                             // +3%)
-          Quant::store_block_codes(y, Quant::block_codes(y, amax, mult), dst);
-        }
+        for (int k = 0; k < kVec; ++k) y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
       };
-      if constexpr (Shape::kN > 0) {
-#pragma unroll
-        for (int i = 0; i < Shape::kN; ++i) block_vector(i);
-      } else {
-        // (Not unrolled: a loop of unknown trip count with shuffles cannot be partly unrolled
-        // without breaking the lanes' convergence, and LLVM refuses.)
-        for (int i = 0; i < N; ++i) block_vector(i);
-      }
+      store_block_scaled_part<Traits, kVec, Shape::kN, kExact>(p, quant, row, row_ok, hidden, G, N,
+                                                               vec_of(0), values);
     };
     for_each_variant(blocks);
   } else if (row_ok) {

@@ -281,19 +281,28 @@ struct GeneralFwd {
         }
       }
       // The planner's layout, or the autotuner's override (normtune tune --out mxfp8), which
-      // must then be a staged one.
+      // must then be a staged or pipelined one.
       const bool clusters = args.clusters && !platform::kIsHip;
       const FwdPlan* forced = forward_plan_override();
       // (Whole warps: the block's shuffles take every lane of a warp.)
-      NORMTUNE_CHECK(forced == nullptr || (forced->layout == FwdLayout::kStaged &&
-                                           plan_fits(*forced, args.params.hidden, kVec, clusters) &&
-                                           forced->threads_per_row * forced->rows_per_cta % platform::kWarpSize == 0),
-                     "block-scaled output: layout ", forced ? config_string(*forced) : "",
-                     " is not a staged layout of whole warps that fits this row");
+      NORMTUNE_CHECK(
+          forced == nullptr ||
+              ((forced->layout == FwdLayout::kStaged || forced->layout == FwdLayout::kPipelined) &&
+               plan_fits(*forced, args.params.hidden, kVec, clusters) &&
+               forced->threads_per_row * forced->rows_per_cta % platform::kWarpSize == 0),
+          "block-scaled output: layout ", forced ? config_string(*forced) : "",
+          " is not a staged or pipelined layout of whole warps that fits this row");
       FwdPlan plan = forced ? *forced : plan_forward_block_scaled(args.params.hidden, kVec, clusters, kBlock);
-      // The kernel's block = kBlock / kVec adjacent lanes of one row (norm_fwd_staged.cuh).
+      // The kernel's block = kBlock / kVec adjacent lanes of one row (store_block_scaled_part).
       NORMTUNE_CHECK(plan.threads_per_row % (kBlock / kVec) == 0, "block-scaled output: layout ", config_string(plan),
                      " has threads per row not a multiple of ", kBlock / kVec);
+      if (plan.layout ==
+          FwdLayout::kPipelined) {  // (the override's: the fixed walk, no row counter)
+        const bool launched = launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream);
+        NORMTUNE_CHECK(launched, "block-scaled output: layout ", config_string(plan),
+                       " does not fit this device (shared memory or cluster size)");
+        return;
+      }
       // The planner's rows up to 4 vectors per thread (hidden up to 4 x kMaxCtaThreads
       // vectors): the count fixed at 4 at compile time (the loops unrolled; a thread's vectors
       // past the row end are skipped), the rest with the count read at run time.
@@ -407,10 +416,12 @@ struct TunedFwd {
   // (Whole warps of the table's architecture: sm_90's 32 lanes. The HIP build compiles the
   // sm_90 table too, with 64-lane wavefronts, but never selects its entries: another family.)
   static_assert(!Traits::kBlockScaled ||
-                    (kStaged && kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0 &&
+                    ((kStaged || kPipelined) &&
+                     kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0 &&
                      kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
-                "a block-scaled tuned plan is staged, with whole blocks per group of lanes and whole warps (the "
-                "block's shuffles take every lane of a warp)");
+                "a block-scaled tuned plan is staged or pipelined, with whole blocks per group of "
+                "lanes and whole "
+                "warps (the block's shuffles take every lane of a warp)");
   // (The row counter of the pipelined layout on one CTA per row; the general entry's
   // pipelined plans keep the fixed walk, as it answers no workspace.)
   static constexpr WorkspaceFn workspace = kPipelined && kPlan.ctas_per_row == 1 ? &row_counter_workspace : nullptr;
