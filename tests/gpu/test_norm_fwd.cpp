@@ -1316,7 +1316,7 @@ struct BlockCase {
   int sms = 0;                // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
   bool zero_blocks =
       false;  // every third 32 elements of each row of x zero (RMSNorm: all-zero blocks of z)
-  std::optional<FwdPlan> plan;  // the general kernel with this layout (the plan override)
+  std::optional<FwdPlan> plan = std::nullopt;  // the general kernel with this layout (the plan override)
 
   std::string describe() const {
     return detail::concat(
@@ -1330,7 +1330,7 @@ struct BlockCase {
         own_col_amax ? " column-wise amax 2x" : "",
         sms ? detail::concat(" on ", sms, " SMs") : std::string(),
         nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string(),
-        zero_blocks ? " zero blocks" : "", plan ? " " + config_string(*plan) : std::string());
+        zero_blocks ? " zero blocks" : "", plan ? detail::concat(" ", config_string(*plan)) : std::string());
   }
 };
 
@@ -1424,7 +1424,9 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
     }
     const uint8_t swizzled = k.swizzled ? 1 : 0;
     nvte_set_tensor_param_v2(tz, kNVTEWithGEMMSwizzledScales, &swizzled, sizeof(swizzled));
-    if (k.plan) ASSERT_EQ(set_forward_plan_override(&*k.plan), nullptr);
+    if (k.plan) {
+      ASSERT_EQ(set_forward_plan_override(&*k.plan), nullptr);
+    }
     call_with_workspace([&](NVTETensor ws) {
       if (k.add) {
         normtune_rmsnorm_add_fwd(tx, tres, tg, 1e-5f, tz, tres_out, trs, ws, k.sms, k.zero_centered, nullptr);
