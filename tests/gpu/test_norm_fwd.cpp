@@ -1316,7 +1316,8 @@ struct BlockCase {
   int sms = 0;                // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
   bool zero_blocks =
       false;  // every third 32 elements of each row of x zero (RMSNorm: all-zero blocks of z)
-  std::optional<FwdPlan> plan = std::nullopt;  // the general kernel with this layout (the plan override)
+  // The general kernel with this layout (the plan override), or the call's own choice.
+  std::optional<FwdPlan> plan = std::nullopt;
 
   std::string describe() const {
     return detail::concat(
@@ -1330,7 +1331,8 @@ struct BlockCase {
         own_col_amax ? " column-wise amax 2x" : "",
         sms ? detail::concat(" on ", sms, " SMs") : std::string(),
         nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string(),
-        zero_blocks ? " zero blocks" : "", plan ? detail::concat(" ", config_string(*plan)) : std::string());
+        zero_blocks ? " zero blocks" : "",
+        plan ? detail::concat(" ", config_string(*plan)) : std::string());
   }
 };
 
