@@ -135,21 +135,15 @@ struct BlockQuantizer {
   }
 
   // The codes of kN values (already multiplied: a NaN among them is a multiply's) of z from
-  // element `elem` of z on.
+  // element `elem` of z on (the column-wise tile kernels; e2m1 by the clamped conversion).
   template <int kN>
   __device__ __forceinline__ static void store_codes(const float (&y)[kN], void* z, int64_t elem) {
-    if constexpr (kFp4) {
-      static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
-      const uint32_t w = fp4e2m1_codes</*kCanonicalNan=*/true>(y);  // (y: the products value * multiplier)
-      uint8_t* dst = static_cast<uint8_t*>(z) + elem / 2;
-      if constexpr (kN == 8) {
-        *reinterpret_cast<uint32_t*>(dst) = w;
-      } else {
-        *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
-      }
-    } else {
-      store_floats(y, static_cast<O*>(z) + elem);
-    }
+    static_assert(!kFp4 || kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
+    uint8_t* const dst =
+        static_cast<uint8_t*>(z) + (kFp4 ? elem / 2 : elem * static_cast<int64_t>(sizeof(O)));
+    uint32_t codes = 0;  // (fp8: the products themselves are stored)
+    if constexpr (kFp4) codes = fp4e2m1_codes</*kCanonicalNan=*/true>(y);
+    store_block_codes(y, codes, dst);
   }
 };
 

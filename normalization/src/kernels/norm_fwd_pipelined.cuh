@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   // Block-scaled z: the quantizer of the CTA's rows (NVFP4: its table filled while the first
   // rows' copies are in flight); the vectors computed branch-free where the compile-time shape
   // covers the row exactly (every tuned line).
-  if constexpr (kBlockTableSize < Traits >> 1) {
+  if constexpr (1 < kBlockTableSize<Traits>) {
     BlockQuantizer<Traits>::fill_table(p, block_table);
     __syncthreads();
   }

@@ -296,8 +296,8 @@ struct GeneralFwd {
       // The kernel's block = kBlock / kVec adjacent lanes of one row (store_block_scaled_part).
       NORMTUNE_CHECK(plan.threads_per_row % (kBlock / kVec) == 0, "block-scaled output: layout ", config_string(plan),
                      " has threads per row not a multiple of ", kBlock / kVec);
-      if (plan.layout ==
-          FwdLayout::kPipelined) {  // (the override's: the fixed walk, no row counter)
+      // A pipelined plan (only the override's): the fixed walk, no row counter.
+      if (plan.layout == FwdLayout::kPipelined) {
         const bool launched = launch_fwd_pipelined_any<Traits, kVec>(args, plan, stream);
         NORMTUNE_CHECK(launched, "block-scaled output: layout ", config_string(plan),
                        " does not fit this device (shared memory or cluster size)");
@@ -420,8 +420,7 @@ struct TunedFwd {
                      kPlan.threads_per_row % (block_elements(Traits::kScaling) / kVec) == 0 &&
                      kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
                 "a block-scaled tuned plan is staged or pipelined, with whole blocks per group of "
-                "lanes and whole "
-                "warps (the block's shuffles take every lane of a warp)");
+                "lanes and whole warps (the block's shuffles take every lane of a warp)");
   // (The row counter of the pipelined layout on one CTA per row; the general entry's
   // pipelined plans keep the fixed walk, as it answers no workspace.)
   static constexpr WorkspaceFn workspace = kPipelined && kPlan.ctas_per_row == 1 ? &row_counter_workspace : nullptr;
