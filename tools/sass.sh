@@ -7,6 +7,9 @@
 #   tools/sass.sh FILE.cu --sass          and the whole SASS listing after it
 #   tools/sass.sh FILE.cu --max-spill N   ptxas's part only, and exit 1 when a kernel spills
 #                                         more than N bytes (CI: tests/sass/register_budgets.cu)
+#     ... --max-spill N --smem-align A    and when a kernel's static shared memory, which its
+#                                         dynamic shared memory follows, is no multiple of A
+#                                         bytes (kDynamicSmemAlign, kernels/vec.cuh)
 #   tools/sass.sh FILE.cu --load-stalls   and the global loads a row loop waits for at once
 #                                         (moved to a uniform register right after the load:
 #                                         tools/sass_load_stalls.py)
@@ -25,15 +28,22 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NORMTUNE_BUILD_DIR:-$root/build}"
-src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --max-spill N]}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --max-spill N [--smem-align A]]}"
 listing=0
 load_stalls=0
 max_spill=-1
+smem_align=0
 case "${2:-}" in
   "") ;;
   --sass) listing=1 ;;
   --load-stalls) load_stalls=1 ;;
-  --max-spill) max_spill="${3:?--max-spill: expected a byte count}" ;;
+  --max-spill)
+    max_spill="${3:?--max-spill: expected a byte count}"
+    case "${4:-}" in
+      "") ;;
+      --smem-align) smem_align="${5:?--smem-align: expected a byte count}" ;;
+      *) echo "sass.sh: unknown option '$4' after --max-spill N (expected --smem-align A)" >&2; exit 1 ;;
+    esac ;;
   *) echo "sass.sh: unknown option '$2' (expected --sass, --load-stalls or --max-spill N)" >&2; exit 1 ;;
 esac
 src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
@@ -64,6 +74,19 @@ if (( max_spill >= 0 )); then
     awk -v max="$max_spill" '/Compiling entry function/ { name = $0; sub(/.*function '"'"'/, "", name); sub(/'"'"'.*/, "", name) }
          /bytes spill stores/ { if ($5 + 0 > max) print "  " name ": " $5 " bytes" }' "$out/ptxas.log" | demangle >&2
     exit 1
+  fi
+  if (( smem_align > 0 )); then
+    # ptxas: "Used R registers, used B barriers, S bytes smem, ..." (no smem: 0).
+    misaligned=$(awk -v a="$smem_align" '/Compiling entry function/ { name = $0; sub(/.*function '"'"'/, "", name); sub(/'"'"'.*/, "", name) }
+         /Used [0-9]+ registers/ { n = 0; if (match($0, /[0-9]+ bytes smem/)) n = substr($0, RSTART, RLENGTH) + 0
+                                   if (n % a != 0) print "  " name ": " n " bytes" }' "$out/ptxas.log" | demangle)
+    if [[ -n "$misaligned" ]]; then
+      echo "sass.sh: kernels whose static shared memory is no multiple of $smem_align bytes:" >&2
+      echo "$misaligned" >&2
+      exit 1
+    fi
+    echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill), static shared memory a multiple of $smem_align bytes"
+    exit 0
   fi
   echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill)"
   exit 0

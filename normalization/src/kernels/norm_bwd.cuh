@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   constexpr bool kAccInSmem = kRegOutputs < K;
   static_assert(!kAccInSmem || kVec % 4 == 0, "shared-memory partials are moved 4 floats at a time");
   __shared__ ReduceSmem<K> smem;
-  extern __shared__ float4 dynamic_smem[];
+  extern __shared__ __align__(kDynamicSmemAlign) float4 dynamic_smem[];
   int phase = 0;
   platform::allow_dependent_grid();  // the finalize kernel may be scheduled early
 

@@ -161,7 +161,7 @@ __device__ __forceinline__ void norm_bwd_pipelined_body(const BwdParams& p) {
   using VI = Vec<I, kVec>;
   using VW = Vec<W, kVec>;
 
-  extern __shared__ uint4 bwd_ring[];
+  extern __shared__ __align__(kDynamicSmemAlign) uint4 bwd_ring[];
   __shared__ ReduceSmem<K> smem;
   __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
   int phase = 0;

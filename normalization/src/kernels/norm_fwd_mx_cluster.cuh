@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kMxTileThreads, 2) norm_fwd_mx_cluster_kernel(
   constexpr int R = kMxTileRowsPerGroup;
   using VI = Vec<I, kVec>;
 
-  extern __shared__ __align__(16) unsigned char mx_slice_bytes[];
+  extern __shared__ __align__(kDynamicSmemAlign) unsigned char mx_slice_bytes[];
   VI* slice = reinterpret_cast<VI*>(mx_slice_bytes);  // [32][sv]
   __shared__ ReduceSmem<1> smem;  // (group_reduce within 32 lanes does not touch it)
   __shared__ MxTileSmem<Traits> s;

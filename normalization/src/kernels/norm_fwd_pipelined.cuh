@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   using VW = typename Layout::VW;
   constexpr bool kBetaInSmem = Layout::kBetaInSmem;
 
-  extern __shared__ uint4 staged_smem[];
+  extern __shared__ __align__(kDynamicSmemAlign) uint4 staged_smem[];
   __shared__ ReduceSmem<K> smem;
   __shared__ ClusterRowExchange<K, kMaxPipelineStages> exchange;
   // Dynamic schedule: the rows of the stages' next fills, [(j / S + 1) % 2][j % S] written by

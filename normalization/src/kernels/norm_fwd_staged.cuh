@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
   using VI = typename Layout::VI;
   using VW = typename Layout::VW;
 
-  extern __shared__ uint4 staged_smem[];
+  extern __shared__ __align__(kDynamicSmemAlign) uint4 staged_smem[];
   __shared__ ReduceSmem<K> smem;
   __shared__ uint64_t exchange_bar;
   __shared__ float slots[kMaxCtasPerRow][K];  // [rank]: the partial of CTA `rank` of the cluster

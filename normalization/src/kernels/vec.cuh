@@ -6,6 +6,15 @@
 
 namespace normtune {
 
+// Alignment of every kernel's dynamic shared memory (its ring or slices of rows, filled 16 bytes
+// at a time by cp.async and read back as 16-byte vectors): the static shared variables before it
+// are padded to this. The offset the static variables left mattered on the H200 (session 38,
+// docs/perf/h200_2026-12-04_s38): a general FP8 RMSNorm ring at offset 592 (16 bytes off a
+// 32-byte boundary) ran 14% slower than at 576 (ncu, 8192 x 32768: 243.9 against 213.7 µs), and
+// at 640 (128-aligned) 5% faster than at 576 (tools/ab.sh: 214.2 -> 203.4 µs); the long-row
+// pipelined lines gained up to 13% (LayerNorm NVFP4 4096 x 65536 381.2 -> 331.2 µs).
+inline constexpr int kDynamicSmemAlign = 128;
+
 template <typename T, int kN>
 struct alignas(sizeof(T) * kN >= 16 ? 16 : sizeof(T) * kN) Vec {
   T v[kN];
