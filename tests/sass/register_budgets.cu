@@ -1,6 +1,9 @@
 // Kernels compiled under a tightened register budget, instantiated for tools/sass.sh (CI runs
-// `tools/sass.sh tests/sass/register_budgets.cu --max-spill 8`): the budgets were chosen where
-// ptxas fitted them with no spills (or a few bytes outside the loops), and this keeps it so.
+// `tools/sass.sh tests/sass/register_budgets.cu --max-spill 8 --smem-align 128`): the budgets
+// were chosen where ptxas fitted them with no spills (or a few bytes outside the loops), and
+// this keeps it so. The same run checks that their static shared memory is padded to 128 bytes,
+// so that the dynamic shared memory after it (the ring or slices) starts aligned
+// (kDynamicSmemAlign, kernels/vec.cuh).
 //  - staged forward, tuned RMSNorm of up to 4 vectors per thread: 40 registers
 //    (kStagedMinBlocks, kernels/norm_fwd_staged.cuh);
 //  - pipelined forward, plain norm of up to 4 vectors per thread with weights as wide as x: 64
