@@ -75,6 +75,7 @@ if (( max_spill >= 0 )); then
          /bytes spill stores/ { if ($5 + 0 > max) print "  " name ": " $5 " bytes" }' "$out/ptxas.log" | demangle >&2
     exit 1
   fi
+  aligned=""
   if (( smem_align > 0 )); then
     # ptxas: "Used R registers, used B barriers, S bytes smem, ..." (no smem: 0).
     misaligned=$(awk -v a="$smem_align" '/Compiling entry function/ { name = $0; sub(/.*function '"'"'/, "", name); sub(/'"'"'.*/, "", name) }
@@ -85,10 +86,9 @@ if (( max_spill >= 0 )); then
       echo "$misaligned" >&2
       exit 1
     fi
-    echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill), static shared memory a multiple of $smem_align bytes"
-    exit 0
+    aligned=", static shared memory a multiple of $smem_align bytes"
   fi
-  echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill)"
+  echo "sass.sh: $kernels kernels, at most $worst bytes of spill stores (limit $max_spill)$aligned"
   exit 0
 fi
 
