@@ -71,7 +71,10 @@ const char* const kHelp = R"(normtune tune [options]
   Times are those of the general kernel running each layout; the line compiles the layout
   with its hidden size, threads per row, cluster size (and, staged, vectors per thread)
   fixed, which can run faster, by different amounts per layout. Where the finalists are
-  close, time the compiled lines with tools/ab.sh before choosing.
+  close, time the compiled lines with tools/ab.sh before choosing. A forward pipelined
+  layout on clusters is timed with its clusters walking fixed rows (the general kernel) and
+  printed with .dynamic_rows = false; whether its clusters should draw their rows from a
+  counter instead (true) is for tools/ab.sh variant-lines to say.
 )";
 
 namespace {

@@ -439,14 +439,34 @@ TEST(Planner, PipelinedPlansNeedVectorsWholeWarpsAndOneRowPerCta) {
   q.threads_per_row = 512;
   EXPECT_TRUE(plan_fits(q, 32768, 8, false));  // one CTA per row needs no cluster
   // Persistent by construction: neither `persistent` nor `stage_weights` is a field of it.
+  // dynamic_rows is, on clusters: the schedule of a cluster line (one CTA per row always draws
+  // its rows from the counter).
   EXPECT_EQ(name_tags(p), "_pipelined_n4_g256_c4_r1");
   EXPECT_EQ(def_config(p),
-            "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, .ctas_per_row = 4, "
-            ".rows_per_cta = 1)");
+            "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, "
+            ".ctas_per_row = 4, "
+            ".rows_per_cta = 1, .dynamic_rows = false)");
   FwdPlan other = p;
   other.persistent = false;
   other.stage_weights = true;
   EXPECT_EQ(canonical(other), p);
+  FwdPlan dynamic = p;
+  dynamic.dynamic_rows = true;
+  EXPECT_EQ(canonical(dynamic), dynamic);
+  EXPECT_EQ(name_tags(dynamic), "_pipelined_n4_g256_c4_r1_d");
+  EXPECT_EQ(config_string(dynamic),
+            "layout=pipelined vecs_per_thread=4 threads_per_row=256 ctas_per_row=4 rows_per_cta=1 "
+            "dynamic_rows=true");
+  FwdPlan one_cta = dynamic;
+  one_cta.ctas_per_row = 1;
+  EXPECT_FALSE(canonical(one_cta).dynamic_rows);
+  EXPECT_EQ(def_config(one_cta),
+            "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, "
+            ".ctas_per_row = 1, "
+            ".rows_per_cta = 1)");
+  FwdPlan staged = dynamic;
+  staged.layout = FwdLayout::kStaged;
+  EXPECT_FALSE(canonical(staged).dynamic_rows);
 }
 
 TEST(Planner, StagedPlansNeedVectorsAndAThreadPerPeer) {
@@ -895,21 +915,25 @@ TEST(TunedEntries, MatchTheirOpTypeListPlanAndTableLine) {
 }
 
 // The workspace a tuned forward entry answers: none (the size query's one byte), but for the
-// pipelined entries of one CTA per row, which answer the counter of their dynamic row schedule
-// (16 bytes, launch/norm_fwd_launch.cuh) whatever the call's rows, so that the answer depends on
-// the key alone; the entry uses it from 16 rows per CTA on.
-TEST(TunedEntries, ForwardWorkspaceIsTheRowCounterOfOneCtaPipelinedLines) {
-  size_t counters = 0;
+// pipelined entries of one CTA per row and those of clusters with dynamic_rows, which answer
+// the counter of their dynamic row schedule (16 bytes, launch/norm_fwd_launch.cuh) whatever the
+// call's rows, so that the answer depends on the key alone; the entry uses it from 16 rows per
+// CTA (cluster) on.
+TEST(TunedEntries, ForwardWorkspaceIsTheRowCounterOfPipelinedLinesThatDrawRows) {
+  size_t counters = 0, cluster_counters = 0;
   for (const KernelEntry* e : kernel_registry().entries()) {
     if (e->is_general() || is_backward(e->key.stage) || e->backend != Backend::kNative) continue;
     SCOPED_TRACE(e->name);
-    const bool one_cta_pipelined =
-        e->name.find("_pipelined_") != std::string::npos && e->name.find("_c1_") != std::string::npos;
-    if (!one_cta_pipelined) {
+    FwdPlan plan;
+    ASSERT_TRUE(parse_config(e->config, &plan));
+    const bool counted =
+        plan.layout == FwdLayout::kPipelined && (plan.ctas_per_row == 1 || plan.dynamic_rows);
+    if (!counted) {
       EXPECT_EQ(e->workspace_bytes, nullptr);
       continue;
     }
     ++counters;
+    if (plan.ctas_per_row > 1) ++cluster_counters;
     ASSERT_NE(e->workspace_bytes, nullptr);
     for (int64_t rows : {int64_t{1}, int64_t{37}, int64_t{1} << 20}) {
       FwdArgs fwd;
@@ -919,7 +943,10 @@ TEST(TunedEntries, ForwardWorkspaceIsTheRowCounterOfOneCtaPipelinedLines) {
       EXPECT_EQ(e->workspace_bytes(&fwd), 16u) << rows << " rows";
     }
   }
-  EXPECT_GT(counters, 0u) << "sm90.def has pipelined lines of one CTA per row (RMSNorm, LayerNorm bf16 32768)";
+  EXPECT_GT(counters, cluster_counters)
+      << "sm90.def has pipelined lines of one CTA per row (RMSNorm, LayerNorm bf16 32768)";
+  EXPECT_GT(cluster_counters, 0u)
+      << "sm90.def has cluster lines with dynamic_rows (RMSNorm bf16 65536)";
 }
 
 // Zero-centered gamma is a run-time argument: a call with it runs the entry of the plain key.

@@ -74,27 +74,39 @@ TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
 INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd})),
                          tuned_entry_name);
 
-// Whether a tuned forward entry is pipelined on one CTA per row: its CTAs take their rows from
-// the row counter (the workspace) where they have at least 16 rows each.
-bool counted_pipelined(const KernelEntry& e) {
-  return e.name.find("_pipelined_") != std::string::npos &&
-         e.name.find("_c1_") != std::string::npos;
+// A tuned forward entry's CTAs per row, from its config string ("... ctas_per_row=C ...").
+int ctas_per_row_of(const KernelEntry& e) {
+  const std::string field = "ctas_per_row=";
+  const size_t at = e.config.find(field);
+  return at == std::string::npos ? 1 : std::atoi(e.config.c_str() + at + field.size());
 }
 
-// The tuned pipelined lines of one CTA per row: with at least 16 rows per CTA, the CTAs take
-// their rows from a counter in the workspace (FwdParams::row_counter, one ticket per row). The
-// size query answers the counter's bytes, the launcher zeroes it (poisoned here first), and
-// every row is computed once, with the bits of the same call on every SM, where 37 rows are
-// fewer than the CTAs and each takes fixed rows. multiprocessorCount 1 (one CTA takes every
-// row after its first stages) and 2 (two CTAs race for the tickets).
+// Whether a tuned forward entry's CTAs (clusters) take their rows from the row counter (the
+// workspace) where they have at least 16 rows each: the pipelined lines of one CTA per row,
+// and those of clusters with dynamic_rows.
+bool counted_pipelined(const KernelEntry& e) {
+  return e.config.rfind("layout=pipelined ", 0) == 0 &&
+         (ctas_per_row_of(e) == 1 || e.config.find(" dynamic_rows=true") != std::string::npos);
+}
+
+// The tuned pipelined lines that draw rows: with at least 16 rows per CTA (cluster), the CTAs
+// take their rows from a counter in the workspace (FwdParams::row_counter, one ticket per
+// row; on a cluster rank 0 draws and sends each ticket to its peers). The size query answers
+// the counter's bytes, the launcher zeroes it (poisoned here first), and every row is computed
+// once, with the bits of the same call on every SM, where the rows are fewer than the CTAs
+// and each takes fixed rows. One CTA per row: 37 rows on multiprocessorCount 1 (one CTA takes
+// every row after its first stages) and 2 (two CTAs race for the tickets); clusters of C:
+// 100 rows on multiprocessorCount 1 (one cluster) and 4C (four clusters race).
 class TunedPipelinedFwdGpu : public TunedEntryGpu {};
 
 TEST_P(TunedPipelinedFwdGpu, RowsFromTheCounterAreEveryRowOnce) {
   const KernelEntry& e = *GetParam();
-  for (int sms : {1, 2}) {
-    FwdCase c = case_of_entry(e, 37);
+  const int C = ctas_per_row_of(e);
+  const size_t rows = C == 1 ? 37 : 100;
+  for (int sms : {1, C == 1 ? 2 : 4 * C}) {
+    FwdCase c = case_of_entry(e, rows);
     c.multiprocessor_count = sms;
-    c.zero_centered_gamma = sms == 2;
+    c.zero_centered_gamma = sms > 1;
     c.seed = static_cast<uint32_t>(e.key.hidden_size + sms);
     SCOPED_TRACE(c.describe() + detail::concat(" multiprocessorCount ", sms));
     const FwdProblem p(c);

@@ -7,7 +7,10 @@
 //  - staged forward, tuned RMSNorm of up to 4 vectors per thread: 40 registers
 //    (kStagedMinBlocks, kernels/norm_fwd_staged.cuh);
 //  - pipelined forward, plain norm of up to 4 vectors per thread with weights as wide as x: 64
-//    registers (kPipelinedMinBlocks, kernels/norm_fwd_pipelined.cuh);
+//    registers (kPipelinedMinBlocks, kernels/norm_fwd_pipelined.cuh); a tuned cluster line
+//    with dynamic_rows (the ticket exchange) beside it;
+//  - register forward, tuned RMSNorm lines of 1 or 2 vectors per thread with an unscaled z of 16
+//    or 32 bits: 40 registers (kFwdMinBlocks, kernels/norm_fwd.cuh);
 //  - pipelined backward, 2 and 4 vectors per thread, one 512-thread CTA per SM: 128 registers
 //    (kernels/norm_bwd_pipelined.cuh).
 #include "kernels/norm_bwd_pipelined.cuh"
@@ -33,6 +36,19 @@ template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf1
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, fp16_t, fp16_t, fp16_t>, FwdShape<8, 4>>(const FwdParams);
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, fp8e4m3_t>, FwdShape<8, 4>>(const FwdParams);
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, float, float, float>, FwdShape<4, 4>>(const FwdParams);
+
+// Pipelined, a tuned cluster line drawing its rows (sm90.def's RMSNorm bf16 h65536).
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>,
+                                                   FwdShape<8, 8, 65536, 512, 2, true>>(
+    const FwdParams);
+
+// Registers, tuned short RMSNorm rows at 40 registers (sm90.def's bf16 h128 and h256, fp32 h768).
+template __global__ void norm_fwd_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>,
+                                         FwdShape<8, 2, 128, 8, 1>>(const FwdParams);
+template __global__ void norm_fwd_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>,
+                                         FwdShape<8, 2, 256, 16, 1>>(const FwdParams);
+template __global__ void norm_fwd_kernel<Fwd<NormType::kRMSNorm, float, float, float>,
+                                         FwdShape<4, 2, 768, 96, 1>>(const FwdParams);
 
 // Pipelined backward, the general entry's 2- and 4-vector kernels (LayerNorm: two row terms
 // and dbeta; the added gradient: its slice in registers across the row's reduction).

@@ -54,6 +54,10 @@ struct FwdPlan {
                             // tiles), or one tile per CTA (staged: never; pipelined: always)
   bool stage_weights = false;  // staged: gamma (and beta) copied to shared memory with x (else read
                                // after the reduction; staged anyway when the grid is one wave)
+  bool dynamic_rows = false;   // pipelined on clusters (ctas_per_row > 1): each cluster draws its
+                               // rows from a counter in the workspace (one CTA per row always
+                               // does), else walks a fixed set; tuned lines only (the general
+                               // entry answers no workspace)
 
   constexpr bool operator==(const FwdPlan&) const = default;
 };
@@ -103,6 +107,9 @@ constexpr bool fwd_walks_rows(const FwdPlan& p) {
   return p.layout == FwdLayout::kRegisters || p.layout == FwdLayout::kStreaming;
 }
 constexpr bool fwd_staged(const FwdPlan& p) { return p.layout == FwdLayout::kStaged; }
+constexpr bool fwd_pipelined_cluster(const FwdPlan& p) {
+  return p.layout == FwdLayout::kPipelined && p.ctas_per_row > 1;
+}
 constexpr bool bwd_registers(const BwdPlan& p) { return p.layout == BwdLayout::kRegisters; }
 constexpr bool bwd_pipelined(const BwdPlan& p) { return p.layout == BwdLayout::kPipelined; }
 // rows_per_cta: the register layout's, and the pipelined layout's row groups where there are
@@ -146,6 +153,9 @@ inline constexpr PlanField<FwdPlan> kFwdPlanFields[] = {
      [](FwdPlan& p, int v) { p.persistent = v != 0; }, detail::fwd_walks_rows, nullptr, true},
     {"stage_weights", "w", [](const FwdPlan& p) { return static_cast<int>(p.stage_weights); },
      [](FwdPlan& p, int v) { p.stage_weights = v != 0; }, detail::fwd_staged, nullptr, true},
+    {"dynamic_rows", "d", [](const FwdPlan& p) { return static_cast<int>(p.dynamic_rows); },
+     [](FwdPlan& p, int v) { p.dynamic_rows = v != 0; }, detail::fwd_pipelined_cluster, nullptr,
+     true},
 };
 
 inline constexpr PlanField<BwdPlan> kBwdPlanFields[] = {

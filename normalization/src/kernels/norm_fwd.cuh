@@ -61,13 +61,18 @@ struct FwdTraits {
 
 // The compile-time part of a FwdPlan, as the kernel sees it: 0 means "decided at run time";
 // kN == 0 is FwdLayout::kStreaming (see make_fwd_shape in launch/norm_fwd_launch.cuh).
-template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, int kC_ = 0>
+template <int kVec_, int kN_, int kHidden_ = 0, int kG_ = 0, int kC_ = 0,
+          bool kDynamicRows_ = false>
 struct FwdShape {
   static constexpr int kVec = kVec_;        // elements per vector
   static constexpr int kN = kN_;            // vectors per thread held in registers; 0: stream
   static constexpr int kHidden = kHidden_;  // compile-time hidden size (tuned kernels)
   static constexpr int kG = kG_;            // threads per row
   static constexpr int kC = kC_;            // CTAs per row (cluster size)
+  // The pipelined layout on clusters: rows drawn from the row counter (FwdPlan::dynamic_rows;
+  // a tuned line's, so kC is fixed too).
+  static constexpr bool kDynamicRows = kDynamicRows_;
+  static_assert(!kDynamicRows || kC_ > 1, "dynamic_rows: a compile-time cluster");
 };
 
 // The input of the norm, vector by vector: x, or x + residual added in fp32 and rounded to
@@ -252,11 +257,24 @@ __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputSc
 // Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 4
 // vectors per thread; up to 128 for 8 vectors, or streaming. (Measured on the H200: a
 // LayerNorm row of 4 vectors runs faster at 64 registers with a few spills than at 128.)
-template <typename Shape>
-inline constexpr int kFwdMinBlocks = Shape::kN >= 1 && Shape::kN <= 4 ? 2 : 1;
+// 40 (three 512-thread CTAs' worth) for the tuned RMSNorm lines of 1 or 2 vectors per thread
+// with an unscaled z of 16 or 32 bits, the short rows (H200, bf16, best of 2 in two runs:
+// 65536 x 128 13.41 -> 13.06 µs, 131072 x 256 39.10 -> 38.69; docs/perf/h200_2026-12-04_s39/).
+// Not for the others: at 40 the fused add's 2-vector lines ran 7-21% slower, LayerNorm with FP8
+// z at 128 9%, RMSNorm with FP8 z at 128-256 1%, and the general 2-vector kernels spill
+// (RMSNorm 80 bytes).
+template <typename Traits, typename Shape>
+inline constexpr bool kFwdShortRowBudget =
+    Shape::kHidden > 0 && Shape::kN >= 1 && Shape::kN <= 2 && Traits::kRmsNorm &&
+    !Traits::kResidualAdd && !kIsFp8<typename Traits::Output>;
+template <typename Traits, typename Shape>
+inline constexpr int kFwdMinBlocks = kFwdShortRowBudget<Traits, Shape>  ? 3
+                                     : Shape::kN >= 1 && Shape::kN <= 4 ? 2
+                                                                        : 1;
 
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, kFwdMinBlocks<Shape>) norm_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(kMaxCtaThreads, (kFwdMinBlocks<Traits, Shape>))
+    norm_fwd_kernel(const FwdParams p) {
   static_assert(!Traits::kBlockScaled, "block-scaled z takes the staged or pipelined layout");
   using W = typename Traits::Weight;
   using I = typename Traits::Input;

@@ -20,9 +20,13 @@
 // atomicAdd per row, drawn a row ahead so that its latency hides behind a row's work), so that
 // a CTA whose SM streams more slowly takes fewer rows (ncu, 8192 x 32768 bf16 on the H200,
 // fixed rows per CTA: the SMs idle 7.6% of the kernel's cycles, waiting for the slowest). Rows
-// are independent: the outputs are the same bits either way. Otherwise cluster k walks rows
-// k, k + K, ... (clusters drawing tickets, rank 0 pushing each to its peers with the
-// statistics, measured 4-49% slower on the H200 in session 31: they keep the fixed walk).
+// are independent: the outputs are the same bits either way. A cluster (C > 1) does the same
+// when its tuned line says dynamic_rows (Shape::kDynamicRows): rank 0's thread 0 draws the
+// tickets and sends each to every CTA of the cluster with its partial statistics (one more
+// word on the row's transaction barrier, ClusterRowExchange::combine), so the cluster learns
+// its next row at no cost in latency. It is a per-line choice: on the H200 it gained on RMSNorm
+// 4096 x 65536 (clusters of 2: 0.96x the time) and lost 4-30% on most other cluster lines
+// (docs/perf/h200_2026-12-04_s38); without it cluster k walks rows k, k + K, ...
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
@@ -105,8 +109,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
   const int rank = C > 1 ? platform::cluster_rank() : 0;
   const int64_t first_row = blockIdx.x / C;
   const int64_t row_step = gridDim.x / C;
-  unsigned* const counter = C == 1 ? p.row_counter : nullptr;
-  const bool drawer = counter != nullptr && t == 0;  // draws the CTA's tickets
+  // The dynamic schedule: one CTA per row, or a cluster whose tuned line says dynamic_rows
+  // (kernels without it leave that code out).
+  constexpr bool kClusterTickets = Shape::kDynamicRows;
+  unsigned* const counter = kClusterTickets || C == 1 ? p.row_counter : nullptr;
+  // (The thread that draws the CTA's, or the cluster's, tickets.)
+  const bool drawer = counter != nullptr && t == 0 && rank == 0;
 
   exchange.begin(S, C);
 
@@ -169,8 +177,12 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     const int64_t row = counter == nullptr || j < S ? first_row + j * row_step : next_rows[(j / S) & 1][s];
     if (row >= p.rows) break;  // (rows are handed out in increasing order: so are all later ones)
     unsigned* const next_slot = &next_rows[(j / S + 1) & 1][s];
-    if (drawer) {  // the row to fill this stage with next; the ticket after it drawn now
-      *next_slot = static_cast<unsigned>(first_dynamic) + pending;
+    // The row to fill this stage with next (the drawer's; a cluster's other CTAs and threads
+    // get it through the exchange below), and the ticket after it drawn now.
+    unsigned refill = 0;
+    if (drawer) {
+      refill = static_cast<unsigned>(first_dynamic) + pending;
+      if (C == 1) *next_slot = refill;
       pending = atomicAdd(counter, 1u);
     }
     ring.wait(S);  // row j's copies (this thread's) have landed
@@ -202,10 +214,17 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     // (Dynamic schedule: the reduction's CTA barrier orders the drawer's write of next_slot
     // before every thread's read; a one-warp CTA syncs its lanes instead.)
     if (counter != nullptr && G <= kWarp) platform::sync_warp();
+    // (Dynamic schedule on a cluster: rank 0's drawer sends the refill row with its partials;
+    // thread 0 keeps it for row j + S, read there after the CTA barriers of rows j + 1 ...)
+    const bool ticket = kClusterTickets && counter != nullptr;
     if constexpr (kRms) {
-      part = exchange.combine(part, AddOp{}, j, S, G, C, rank);
+      part = exchange.combine(part, AddOp{}, j, S, G, C, rank, ticket, refill);
     } else {
-      part = exchange.combine(part, MeanVarOp{}, j, S, G, C, rank);
+      part = exchange.combine(part, MeanVarOp{}, j, S, G, C, rank, ticket, refill);
+    }
+    if (ticket) {
+      refill = exchange.ticket(j, S);
+      if (t == 0) *next_slot = refill;
     }
     const float mean = kRms ? 0.f : part.v[K == 3 ? 1 : 0];
     const float rsigma = rsqrtf(part.v[K - 1] * inv_hidden + p.epsilon);
@@ -245,7 +264,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
       }
     }
     // Refill this stage (this thread's own bytes, all read above) with the row after next.
-    issue(counter == nullptr ? row + S * row_step : static_cast<int64_t>(*next_slot), s);
+    issue(counter == nullptr ? row + S * row_step
+                             : static_cast<int64_t>(kClusterTickets ? refill : *next_slot),
+          s);
   }
   exchange.end(j, C);
   platform::allow_dependent_grid();

@@ -81,6 +81,7 @@ template <int K, int kMaxStages>
 struct ClusterRowExchange {
   uint64_t bar[kMaxStages];
   float slots[kMaxStages][kMaxCtasPerRow][K];  // [row % S][rank]
+  float tickets[kMaxStages];                   // [row % S]: rank 0's word (bits), when sent
 
   // On entry, with S stages (rows whose exchanges may overlap) and C CTAs per row.
   __device__ __forceinline__ void begin(int S, int C) {
@@ -93,18 +94,30 @@ struct ClusterRowExchange {
   }
 
   // Row j's total over the cluster of this CTA's partial `part` (already reduced over the CTA's
-  // G threads, the same in each), combined with `op` in rank order.
+  // G threads, the same in each), combined with `op` in rank order. With `with_ticket` (in every
+  // CTA of the cluster, or in none), rank 0's thread 0 also sends its word `ticket` to every
+  // CTA, on the same barrier: ticket(j, S) reads it after this call, until the CTA's next
+  // barrier (the forward's dynamic row schedule: the cluster's rows handed out at no cost in
+  // latency).
   template <typename Op>
-  __device__ __forceinline__ Floats<K> combine(Floats<K> part, Op op, int j, int S, int G, int C, int rank) {
+  __device__ __forceinline__ Floats<K> combine(Floats<K> part, Op op, int j, int S, int G, int C,
+                                               int rank, bool with_ticket = false,
+                                               unsigned ticket = 0) {
     if (C == 1) return part;
     const int s = j % S;
     const int t = static_cast<int>(threadIdx.x);
     if (G <= kWarp) platform::sync_warp();
-    if (t == 0) platform::mbarrier_arrive_expect_tx(&bar[s], C * K * sizeof(float));
+    if (t == 0) {
+      platform::mbarrier_arrive_expect_tx(&bar[s], (C * K + (with_ticket ? 1 : 0)) * sizeof(float));
+    }
     if (j == 0) platform::cluster_wait_acquire();  // every CTA has initialized its barriers
     if (t < C) {
 #pragma unroll
       for (int k = 0; k < K; ++k) platform::st_async_cluster(&slots[s][rank][k], part.v[k], &bar[s], t);
+    }
+    if (with_ticket && rank == 0 && t == 0) {
+      for (int r = 0; r < C; ++r)
+        platform::st_async_cluster(&tickets[s], __uint_as_float(ticket), &bar[s], r);
     }
     platform::mbarrier_wait_parity(&bar[s], static_cast<unsigned>(j / S) & 1u);
 #pragma unroll
@@ -116,6 +129,11 @@ struct ClusterRowExchange {
       part = op(part, next);
     }
     return part;
+  }
+
+  // Rank 0's word sent with row j's partials (combine's with_ticket).
+  __device__ __forceinline__ unsigned ticket(int j, int S) const {
+    return __float_as_uint(tickets[j % S]);
   }
 
   // After the last row: `rows` rows were combined (none: complete the entry barrier).

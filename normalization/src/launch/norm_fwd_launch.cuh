@@ -142,7 +142,10 @@ bool launch_fwd_pipelined(const FwdArgs& args, const FwdPlan& plan, cudaStream_t
   }
   if (p.rows == 0) return true;
   clusters = std::min<int64_t>(clusters, p.rows);
-  if (row_counter != nullptr && cluster == 1 && p.rows >= kDynamicRowsPerCta * clusters) {
+  // The dynamic row schedule (kernels/norm_fwd_pipelined.cuh): one CTA per row, or clusters
+  // whose tuned line says dynamic_rows; enough rows that a CTA draws a few tickets.
+  if (row_counter != nullptr && (cluster == 1 || Shape::kDynamicRows) &&
+      p.rows >= kDynamicRowsPerCta * clusters) {
     p.row_counter = static_cast<unsigned*>(row_counter);
     NORMTUNE_CUDA_CHECK(cudaMemsetAsync(row_counter, 0, sizeof(unsigned), stream));
   }
@@ -388,8 +391,8 @@ struct TunedFwd {
   static constexpr bool kRegisters = kPlan.layout == FwdLayout::kRegisters;
   static constexpr bool kStaged = kPlan.layout == FwdLayout::kStaged;
   static constexpr bool kPipelined = kPlan.layout == FwdLayout::kPipelined;
-  using Shape = FwdShape<kVec, kPlan.layout != FwdLayout::kStreaming ? kPlan.vecs_per_thread : 0, kHidden,
-                         kPlan.threads_per_row, kPlan.ctas_per_row>;
+  using Shape = FwdShape<kVec, kPlan.layout != FwdLayout::kStreaming ? kPlan.vecs_per_thread : 0,
+                         kHidden, kPlan.threads_per_row, kPlan.ctas_per_row, kPlan.dynamic_rows>;
   static_assert(kHidden % kVec == 0, "a tuned hidden size must be a multiple of the vector");
   static_assert(kPlan.layout == FwdLayout::kStreaming ||
                     kPlan.vecs_per_thread * kPlan.threads_per_row * kPlan.ctas_per_row * kVec >= kHidden,
@@ -421,9 +424,15 @@ struct TunedFwd {
                      kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
                 "a block-scaled tuned plan is staged or pipelined, with whole blocks per group of "
                 "lanes and whole warps (the block's shuffles take every lane of a warp)");
-  // (The row counter of the pipelined layout on one CTA per row; the general entry's
-  // pipelined plans keep the fixed walk, as it answers no workspace.)
-  static constexpr WorkspaceFn workspace = kPipelined && kPlan.ctas_per_row == 1 ? &row_counter_workspace : nullptr;
+  static_assert(
+      !kPlan.dynamic_rows || (kPipelined && kPlan.ctas_per_row > 1),
+      "dynamic_rows: the pipelined layout on clusters (one CTA per row always draws rows)");
+  // (The row counter of the pipelined layout on one CTA per row, or on clusters with
+  // dynamic_rows; the general entry's pipelined plans keep the fixed walk, as it answers no
+  // workspace.)
+  static constexpr WorkspaceFn workspace =
+      kPipelined && (kPlan.ctas_per_row == 1 || kPlan.dynamic_rows) ? &row_counter_workspace
+                                                                    : nullptr;
 
   static const char* can_implement(const void* opaque) {
     const FwdArgs& args = *static_cast<const FwdArgs*>(opaque);
