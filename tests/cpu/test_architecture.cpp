@@ -444,8 +444,7 @@ TEST(Planner, PipelinedPlansNeedVectorsWholeWarpsAndOneRowPerCta) {
   EXPECT_EQ(name_tags(p), "_pipelined_n4_g256_c4_r1");
   EXPECT_EQ(def_config(p),
             "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, "
-            ".ctas_per_row = 4, "
-            ".rows_per_cta = 1, .dynamic_rows = false)");
+            ".ctas_per_row = 4, .rows_per_cta = 1, .dynamic_rows = false)");
   FwdPlan other = p;
   other.persistent = false;
   other.stage_weights = true;
@@ -462,8 +461,7 @@ TEST(Planner, PipelinedPlansNeedVectorsWholeWarpsAndOneRowPerCta) {
   EXPECT_FALSE(canonical(one_cta).dynamic_rows);
   EXPECT_EQ(def_config(one_cta),
             "(.layout = FwdLayout::kPipelined, .vecs_per_thread = 4, .threads_per_row = 256, "
-            ".ctas_per_row = 1, "
-            ".rows_per_cta = 1)");
+            ".ctas_per_row = 1, .rows_per_cta = 1)");
   FwdPlan staged = dynamic;
   staged.layout = FwdLayout::kStaged;
   EXPECT_FALSE(canonical(staged).dynamic_rows);
@@ -946,7 +944,7 @@ TEST(TunedEntries, ForwardWorkspaceIsTheRowCounterOfPipelinedLinesThatDrawRows) 
   EXPECT_GT(counters, cluster_counters)
       << "sm90.def has pipelined lines of one CTA per row (RMSNorm, LayerNorm bf16 32768)";
   EXPECT_GT(cluster_counters, 0u)
-      << "sm90.def has cluster lines with dynamic_rows (RMSNorm bf16 65536)";
+      << "sm90.def has cluster lines with dynamic_rows (RMSNorm bf16 65536, 262144)";
 }
 
 // Zero-centered gamma is a run-time argument: a call with it runs the entry of the plain key.

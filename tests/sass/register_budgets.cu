@@ -37,9 +37,13 @@ template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, fp1
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, bf16_t, bf16_t, fp8e4m3_t>, FwdShape<8, 4>>(const FwdParams);
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kLayerNorm, float, float, float>, FwdShape<4, 4>>(const FwdParams);
 
-// Pipelined, a tuned cluster line drawing its rows (sm90.def's RMSNorm bf16 h65536).
+// Pipelined, the tuned cluster lines drawing their rows (sm90.def's RMSNorm bf16 h65536, 4
+// vectors on clusters of 4: 64 registers; h262144 on clusters of 16).
 template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>,
-                                                   FwdShape<8, 8, 65536, 512, 2, true>>(
+                                                   FwdShape<8, 4, 65536, 512, 4, true>>(
+    const FwdParams);
+template __global__ void norm_fwd_pipelined_kernel<Fwd<NormType::kRMSNorm, bf16_t, bf16_t, bf16_t>,
+                                                   FwdShape<8, 4, 262144, 512, 16, true>>(
     const FwdParams);
 
 // Registers, tuned short RMSNorm rows at 40 registers (sm90.def's bf16 h128 and h256, fp32 h768).
