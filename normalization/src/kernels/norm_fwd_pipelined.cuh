@@ -24,9 +24,10 @@
 // when its tuned line says dynamic_rows (Shape::kDynamicRows): rank 0's thread 0 draws the
 // tickets and sends each to every CTA of the cluster with its partial statistics (one more
 // word on the row's transaction barrier, ClusterRowExchange::combine), so the cluster learns
-// its next row at no cost in latency. It is a per-line choice: on the H200 it gained on RMSNorm
-// 4096 x 65536 (clusters of 2: 0.96x the time) and lost 4-30% on most other cluster lines
-// (docs/perf/h200_2026-12-04_s38); without it cluster k walks rows k, k + K, ...
+// its next row at no cost in latency. It is a per-line choice: on the H200 it gained 3-5% on
+// the RMSNorm lines at 65536 and 262144 (there on wider clusters than the walk's best) and the
+// fused add's at 32768 and 65536, and lost 4-30% on most other cluster lines
+// (docs/perf/h200_2026-12-04_s38, _s39); without it cluster k walks rows k, k + K, ...
 // Programmatic dependent launch: nothing global is touched before wait_for_prior_grid().
 #pragma once
 
