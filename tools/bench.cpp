@@ -89,8 +89,10 @@ const char* const kHelp = R"(normtune bench [options]
   element; with the fused add, also writes x + residual); nvfp4 and mxfp4: x read and half a byte
   per element written, a copy of those bytes with no e2m1 conversion (cast4); mxfp8c
   RMSNorm/LayerNorm: x read once and cast to two fp8 outputs (cast8x2); nvfp4c: two such
-  half-byte outputs (cast4x2, both in x's layout). Row-wise block-scaled rows also time the unfused way, the norm into
-  x's dtype then a separate quantization pass of the format, and print the fused speedup.
+  half-byte outputs (cast4x2, both in x's layout). The baseline kernels take one 16-byte
+  step per thread in 128-thread CTAs (as fast as a copy by cudaMemcpyAsync). Row-wise
+  block-scaled rows also time the unfused way, the norm into x's dtype then a separate
+  quantization pass of the format, and print the fused speedup.
   Without a GPU: says so, lists the registry and exits 0.
 )";
 
@@ -405,32 +407,31 @@ int run(const std::vector<std::string_view>& args) {
           std::function<void(cudaStream_t)> base;
           if (out == ZFormat::kMxfp8Colwise && op.stage == Stage::kForward) {
             r.base_name = "cast8x2";  // x read once, both fp8 outputs written
-            base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
+            base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, s); };
           } else if (out == ZFormat::kNvfp4Colwise && op.stage == Stage::kForward) {
             r.base_name = "cast4x2";  // x read once, both half-byte outputs written
-            base = [&](cudaStream_t s) { launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, dev.sm_count, s); };
+            base = [&](cudaStream_t s) { launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, s); };
           } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;
             const bool fp4 = z.dtype() == DType::kFloat4E2M1;
             r.base_name = detail::concat(with_add ? "add+" : "", fp4 ? "cast4" : "cast8");
             base = [&, with_add, fp4](cudaStream_t s) {
-              (fp4 ? launch_cast_fp4 : launch_cast_fp8)(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n,
-                                                       dev.sm_count, s);
+              (fp4 ? launch_cast_fp4 : launch_cast_fp8)(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n, s);
             };
           } else if (op.stage == Stage::kForwardAdd) {
             r.base_name = "2r2w";
             base = [&](cudaStream_t s) {
-              launch_two_reads(x.ptr, res.ptr, z.data(), res_out.ptr, n * e, dev.sm_count, s);
+              launch_two_reads(x.ptr, res.ptr, z.data(), res_out.ptr, n * e, s);
             };
           } else if (op.stage == Stage::kBackwardAdd) {
             r.base_name = "3r1w";
             base = [&](cudaStream_t s) {
-              launch_three_reads(x.ptr, res.ptr, add.ptr, res_out.ptr, n * e, dev.sm_count, s);
+              launch_three_reads(x.ptr, res.ptr, add.ptr, res_out.ptr, n * e, s);
             };
           } else if (backward) {
             r.base_name = "2r1w";
             base = [&](cudaStream_t s) {
-              launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, dev.sm_count, s);
+              launch_two_reads(x.ptr, res.ptr, res_out.ptr, nullptr, n * e, s);
             };
           } else {
             r.base_name = "copy";
@@ -447,7 +448,7 @@ int run(const std::vector<std::string_view>& args) {
             r.unfused_us = timer.time([&](cudaStream_t s) {
                                  wide_op(wide_ws, s);
                                  launch_block_quantize(mode, z_wide->data(), t, z.data(), z.block_scales(),
-                                                       z.global_amax(), rows, hidden, dev.sm_count, s);
+                                                       z.global_amax(), rows, hidden, s);
                                }, o.warmup, o.reps).median_us;
             unfused = detail::concat("; unfused norm + quantize ", r.unfused_us, " us (fused ",
                                      r.unfused_us / r.t.median_us, "x faster)");

@@ -13,6 +13,10 @@
 #   tools/sass.sh FILE.cu --load-stalls   and the global loads a row loop waits for at once
 #                                         (moved to a uniform register right after the load:
 #                                         tools/sass_load_stalls.py)
+#   tools/sass.sh FILE.cu --store-load-chains
+#                                         and the global loads a thread issues only after a
+#                                         store that waited for an earlier load (one memory
+#                                         latency each: tools/sass_store_load_chains.py)
 # FILE.cu includes the kernel headers and instantiates kernels explicitly, e.g.
 #   #include "kernels/norm_fwd_staged.cuh"
 #   namespace normtune {
@@ -28,15 +32,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NORMTUNE_BUILD_DIR:-$root/build}"
-src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --max-spill N [--smem-align A]]}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --store-load-chains | --max-spill N [--smem-align A]]}"
 listing=0
 load_stalls=0
+store_load_chains=0
 max_spill=-1
 smem_align=0
 case "${2:-}" in
   "") ;;
   --sass) listing=1 ;;
   --load-stalls) load_stalls=1 ;;
+  --store-load-chains) store_load_chains=1 ;;
   --max-spill)
     max_spill="${3:?--max-spill: expected a byte count}"
     case "${4:-}" in
@@ -44,7 +50,7 @@ case "${2:-}" in
       --smem-align) smem_align="${5:?--smem-align: expected a byte count}" ;;
       *) echo "sass.sh: unknown option '$4' after --max-spill N (expected --smem-align A)" >&2; exit 1 ;;
     esac ;;
-  *) echo "sass.sh: unknown option '$2' (expected --sass, --load-stalls or --max-spill N)" >&2; exit 1 ;;
+  *) echo "sass.sh: unknown option '$2' (expected --sass, --load-stalls, --store-load-chains or --max-spill N)" >&2; exit 1 ;;
 esac
 src="$(cd "$(dirname "$src")" && pwd)/$(basename "$src")"
 [[ -f "$build/build.ninja" ]] || { echo "sass.sh: no configured build at $build (NORMTUNE_BUILD_DIR)" >&2; exit 1; }
@@ -120,6 +126,10 @@ awk '/Function : / { name = $NF; next }
 if (( load_stalls )); then
   echo
   python3 "$root/tools/sass_load_stalls.py" "$out/k.sass"
+fi
+if (( store_load_chains )); then
+  echo
+  python3 "$root/tools/sass_store_load_chains.py" "$out/k.sass"
 fi
 if (( listing )); then
   echo
