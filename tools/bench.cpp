@@ -407,16 +407,21 @@ int run(const std::vector<std::string_view>& args) {
           std::function<void(cudaStream_t)> base;
           if (out == ZFormat::kMxfp8Colwise && op.stage == Stage::kForward) {
             r.base_name = "cast8x2";  // x read once, both fp8 outputs written
-            base = [&](cudaStream_t s) { launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, s); };
+            base = [&](cudaStream_t s) {
+              launch_cast_fp8_twice(x.ptr, t, z.data(), z.colwise_data(), n, s);
+            };
           } else if (out == ZFormat::kNvfp4Colwise && op.stage == Stage::kForward) {
             r.base_name = "cast4x2";  // x read once, both half-byte outputs written
-            base = [&](cudaStream_t s) { launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, s); };
+            base = [&](cudaStream_t s) {
+              launch_cast_fp4_twice(x.ptr, t, z.data(), z.colwise_data(), n, s);
+            };
           } else if (!backward && out != ZFormat::kSame) {
             const bool with_add = op.stage == Stage::kForwardAdd;
             const bool fp4 = z.dtype() == DType::kFloat4E2M1;
             r.base_name = detail::concat(with_add ? "add+" : "", fp4 ? "cast4" : "cast8");
             base = [&, with_add, fp4](cudaStream_t s) {
-              (fp4 ? launch_cast_fp4 : launch_cast_fp8)(x.ptr, with_add ? res.ptr : nullptr, t, res_out.ptr, z.data(), n, s);
+              (fp4 ? launch_cast_fp4 : launch_cast_fp8)(x.ptr, with_add ? res.ptr : nullptr, t,
+                                                        res_out.ptr, z.data(), n, s);
             };
           } else if (op.stage == Stage::kForwardAdd) {
             r.base_name = "2r2w";
@@ -447,8 +452,9 @@ int run(const std::vector<std::string_view>& args) {
             const Workspace wide_ws(wide_op, timer.stream());
             r.unfused_us = timer.time([&](cudaStream_t s) {
                                  wide_op(wide_ws, s);
-                                 launch_block_quantize(mode, z_wide->data(), t, z.data(), z.block_scales(),
-                                                       z.global_amax(), rows, hidden, s);
+                                 launch_block_quantize(mode, z_wide->data(), t, z.data(),
+                                                       z.block_scales(), z.global_amax(), rows,
+                                                       hidden, s);
                                }, o.warmup, o.reps).median_us;
             unfused = detail::concat("; unfused norm + quantize ", r.unfused_us, " us (fused ",
                                      r.unfused_us / r.t.median_us, "x faster)");

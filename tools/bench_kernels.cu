@@ -196,8 +196,8 @@ void launch_cast_fp8(const void* a, const void* b, DType t, void* c, void* d, si
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
   with_wide_type(t, "launch_cast_fp8", [&](auto tag) {
     cast_fp8_kernel<decltype(tag)><<<grid_for(nvec), kThreads, 0, stream>>>(
-        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
-        nullptr, nvec);
+        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c),
+        static_cast<uint8_t*>(d), nullptr, nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }
@@ -207,7 +207,8 @@ void launch_cast_fp8_twice(const void* a, DType t, void* d, void* e, size_t elem
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
   with_wide_type(t, "launch_cast_fp8_twice", [&](auto tag) {
     cast_fp8_kernel<decltype(tag)><<<grid_for(nvec), kThreads, 0, stream>>>(
-        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
+        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d),
+        static_cast<uint8_t*>(e), nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }
@@ -217,8 +218,8 @@ void launch_cast_fp4(const void* a, const void* b, DType t, void* c, void* d, si
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
   with_wide_type(t, "launch_cast_fp4", [&](auto tag) {
     cast_fp4_kernel<decltype(tag)><<<grid_for(nvec), kThreads, 0, stream>>>(
-        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c), static_cast<uint8_t*>(d),
-        nullptr, nvec);
+        static_cast<const uint4*>(a), static_cast<const uint4*>(b), static_cast<uint4*>(c),
+        static_cast<uint8_t*>(d), nullptr, nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }
@@ -228,13 +229,15 @@ void launch_cast_fp4_twice(const void* a, DType t, void* d, void* e, size_t elem
   const size_t nvec = dtype_storage_bytes(t, elements) / sizeof(uint4);
   with_wide_type(t, "launch_cast_fp4_twice", [&](auto tag) {
     cast_fp4_kernel<decltype(tag)><<<grid_for(nvec), kThreads, 0, stream>>>(
-        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d), static_cast<uint8_t*>(e), nvec);
+        static_cast<const uint4*>(a), nullptr, nullptr, static_cast<uint8_t*>(d),
+        static_cast<uint8_t*>(e), nvec);
   });
   NORMTUNE_CHECK_LAUNCH();
 }
 
-void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales, const float* global_amax,
-                           size_t rows, size_t hidden, cudaStream_t stream) {
+void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales,
+                           const float* global_amax, size_t rows, size_t hidden,
+                           cudaStream_t stream) {
   NORMTUNE_CHECK(is_block_scaled(mode) && hidden % static_cast<size_t>(block_elements(mode)) == 0,
                  "launch_block_quantize: ", scaling_mode_name(mode), " with hidden ", hidden);
   const size_t blocks = rows * hidden / static_cast<size_t>(block_elements(mode));
@@ -242,8 +245,8 @@ void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, vo
     using T = decltype(tag);
     auto launch = [&](auto kernel) {
       kernel<<<grid_for(blocks), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<uint8_t*>(z), static_cast<uint8_t*>(scales), global_amax,
-          static_cast<int64_t>(rows), static_cast<int64_t>(hidden));
+          static_cast<const T*>(x), static_cast<uint8_t*>(z), static_cast<uint8_t*>(scales),
+          global_amax, static_cast<int64_t>(rows), static_cast<int64_t>(hidden));
     };
     switch (mode) {
       case ScalingMode::kMxfp8_1D: return launch(block_quantize_kernel<T, ScalingMode::kMxfp8_1D>);

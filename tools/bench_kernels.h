@@ -18,7 +18,8 @@ void launch_two_reads(const void* a, const void* b, void* c, void* d, size_t byt
 
 // d = f(a, b, c): reads 3 x bytes, writes 1 x bytes (the pattern of a backward with an added
 // gradient). Same requirements.
-void launch_three_reads(const void* a, const void* b, const void* c, void* d, size_t bytes, cudaStream_t stream);
+void launch_three_reads(const void* a, const void* b, const void* c, void* d, size_t bytes,
+                        cudaStream_t stream);
 
 // d = fp8 e4m3(a (+ b)) (one byte per element), and c = a + b in t when b is not null: the
 // baseline of a norm with an FP8 output (a cast: reads elements of t, writes one byte each)
@@ -51,7 +52,8 @@ void launch_empty(bool extended, cudaStream_t stream);
 // block; e4m3 codes for the FP8 modes): codes into z, scales into scales (compact layout;
 // NVFP4 with the global amax at global_amax). What an unfused norm + quantization runs after
 // the norm.
-void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales, const float* global_amax,
-                           size_t rows, size_t hidden, cudaStream_t stream);
+void launch_block_quantize(ScalingMode mode, const void* x, DType t, void* z, void* scales,
+                           const float* global_amax, size_t rows, size_t hidden,
+                           cudaStream_t stream);
 
 }  // namespace normtune::bench
