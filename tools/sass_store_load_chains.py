@@ -22,34 +22,16 @@ goes back to loading after a store ("rounds": the memory round trips the chain a
 loads; exits 0 either way."""
 import argparse
 import re
-import subprocess
 import sys
 
-INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-FUNCTION = re.compile(r"Function : (\S+)")
+from sass_load_stalls import demangle, functions  # (the same listing format; this directory)
+
 PREDICATE = re.compile(r"^@!?U?P\w+\s+")
 # LDGSTS and LDGDEPBAR are asynchronous copies into shared memory (nothing waits for them at
 # the load); REDG/ATOMG are not loads a later store waits for.
 LOAD = re.compile(r"^LDG\.")
 STORE = re.compile(r"^STG\.")
 SYNC = re.compile(r"^(BAR\.SYNC|BAR\.RED|DEPBAR|SYNCS|EXIT)\b")
-
-
-def functions(text):
-    """(mangled name, [(address, instruction text)]) per kernel of the listing."""
-    name, body = None, []
-    for line in text.splitlines():
-        m = FUNCTION.search(line)
-        if m:
-            if name:
-                yield name, body
-            name, body = m.group(1), []
-            continue
-        m = INSTRUCTION.match(line)
-        if m and name:
-            body.append((int(m.group(1), 16), PREDICATE.sub("", m.group(2))))
-    if name:
-        yield name, body
 
 
 def chains(body):
@@ -77,6 +59,7 @@ def chains(body):
         return (stretch[0][0], stretch[-1][0], rounds, loads) if rounds else None
 
     for address, text in body:
+        text = PREDICATE.sub("", text)
         if SYNC.match(text):
             found = close()
             if found:
@@ -138,13 +121,6 @@ def _self_test():
     assert found["_Z7batchedv"] == [], found
     print("sass_store_load_chains.py: self-test passed")
     return 0
-
-
-def demangle(name):
-    try:
-        return subprocess.run(["c++filt"], input=name, capture_output=True, text=True).stdout.strip() or name
-    except OSError:
-        return name
 
 
 def main(argv):
