@@ -33,7 +33,10 @@
 #   tools/ab.sh clean-variants         here: removes ./ab_var.
 # Device time: `tools/prebuilt.sh pack-ab` here builds every side's CLI beforehand; with
 # carry [".prebuilt", "ab_base", "ab_var"], `run` unpacks them instead of building (a side whose
-# sources changed since is built there as before).
+# sources changed since is built there as before). More archives than one call's 64 MiB holds
+# (about two, with the tree): `tools/prebuilt.sh carry-plan ab_base ab_var` prints which travel
+# in which of several consecutive calls (staging calls run `tools/prebuilt.sh stage`; `run`
+# finds the staged ones).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cmd="${1:-}"

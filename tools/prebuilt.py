@@ -14,6 +14,15 @@
   prebuilt.py unpack SRC BUILD ARCHIVE NEED      that check, then BUILD from ARCHIVE: unpacked
                                                  beside it, its CLI run once (--help: the
                                                  library resolves), then put in BUILD's place
+  prebuilt.py carry-plan LIMIT TREE FINAL NAME=BYTES...
+                                                 which archives travel in which device call
+                                                 when together they exceed one call's LIMIT
+                                                 bytes: each call also carries the tree (TREE
+                                                 bytes), the last one FINAL bytes more (the
+                                                 other paths it carries); prints one line per
+                                                 call, the archives' names (the last line:
+                                                 the final call's); exit 1 when one archive
+                                                 cannot travel at all
   prebuilt.py --self-test
 
 The manifest holds the files a build reads (sources, headers, tables, CMake files; not docs/,
@@ -172,6 +181,32 @@ def unpack(src, build, archive, need):
     return 0
 
 
+def carry_plan(limit, tree, final, archives):
+    """Calls, in order, as lists of archive names: the last is the final call (tree + final
+    bytes + its archives), the others staging calls (tree + archives), each within limit;
+    the largest archives first, the final call filled first, then as few staging calls as
+    first-fit finds. None when an archive fits no call."""
+    if any(tree + size > limit for _, size in archives):
+        return None
+    final_call, room, rest = [], limit - tree - final, []
+    for name, size in sorted(archives, key=lambda a: -a[1]):
+        if size <= room:
+            final_call.append(name)
+            room -= size
+        else:
+            rest.append((name, size))
+    staging = []  # [names, room]
+    for name, size in rest:
+        for call in staging:
+            if size <= call[1]:
+                call[0].append(name)
+                call[1] -= size
+                break
+        else:
+            staging.append([[name], limit - tree - size])
+    return [names for names, _ in staging] + [final_call]
+
+
 def self_test():
     with tempfile.TemporaryDirectory() as d:
         src, build = os.path.join(d, "src"), os.path.join(d, "src", "build-x")
@@ -219,6 +254,13 @@ def self_test():
         assert unpack(src, build, archive, "cli") == 1, "a CLI that does not run was accepted"
         with open(cli) as f:
             assert f.read() == "kept", "BUILD replaced by an archive whose CLI does not run"
+    mib = 1 << 20
+    five = [("build-gpu", 23 * mib), ("v1", 23 * mib), ("v2", 23 * mib), ("v3", 23 * mib), ("v4", 23 * mib)]
+    plan = carry_plan(64 * mib, 16 * mib, 9 * mib, five)
+    assert [len(c) for c in plan] == [2, 2, 1] and sorted(sum(plan, [])) == sorted(n for n, _ in five), plan
+    assert carry_plan(64 * mib, 16 * mib, 0, five[:2]) == [["build-gpu", "v1"]]
+    assert carry_plan(64 * mib, 16 * mib, 40 * mib, five[:1]) == [["build-gpu"], []]
+    assert carry_plan(64 * mib, 16 * mib, 0, [("huge", 49 * mib)]) is None
     print("prebuilt.py: self-test passed")
     return 0
 
@@ -242,6 +284,15 @@ def main(argv):
         if tar is None:
             return 1
         tar.close()
+        return 0
+    if len(argv) >= 5 and argv[1] == "carry-plan":
+        archives = [(a.rsplit("=", 1)[0], int(a.rsplit("=", 1)[1])) for a in argv[5:]]
+        plan = carry_plan(int(argv[2]), int(argv[3]), int(argv[4]), archives)
+        if plan is None:
+            print("prebuilt: an archive does not fit one call with the tree", file=sys.stderr)
+            return 1
+        for names in plan:
+            print(" ".join(names))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -23,10 +23,23 @@
 #                                       BUILD's place; exits 1, BUILD untouched, when there is
 #                                       no archive, it is stale or short, or the CLI does not
 #                                       run: the caller builds there as before.
+#   tools/prebuilt.sh carry-plan [PATH...]
+#                                       here: when the archives in .prebuilt and the tree
+#                                       exceed one call's 64 MiB, which travel in which call:
+#                                       staging calls first, each running `tools/prebuilt.sh
+#                                       stage`, then the final call, which carries PATH... too
+#                                       (ab_base, ab_var, ...) and runs the real command; the
+#                                       calls must follow each other (the GPU machine keeps
+#                                       /tmp only while warm, 30 s after a call)
+#   tools/prebuilt.sh stage             on the GPU machine: copies the carried archives of
+#                                       .prebuilt into $NORMTUNE_PREBUILT_STAGED (default
+#                                       /tmp/normtune-prebuilt), where `unpack` looks for an
+#                                       archive that .prebuilt lacks
 # carry: [".prebuilt"] with the usual paths (64 MiB in all: the suite and one ab side fit).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 store="$root/.prebuilt"
+staged="${NORMTUNE_PREBUILT_STAGED:-/tmp/normtune-prebuilt}"
 export PATH="/usr/local/cuda/bin:$PATH"
 
 # The source files of SRC, relative to it, NUL-separated, for the manifest (prebuilt.py keeps
@@ -96,11 +109,46 @@ case "${1:-}" in
     build="${3:?$usage}"
     need="${4:?$usage}"
     archive="$store/$(basename "$build").tar.xz"
+    [[ -f "$archive" ]] || archive="$staged/$(basename "$build").tar.xz"
     [[ -f "$archive" ]] || exit 1
     python3 "$root/tools/prebuilt.py" unpack "$src" "$build" "$archive" "$need"
     ;;
+  stage)
+    mkdir -p "$staged"
+    shopt -s nullglob
+    archives=("$store"/*.tar.xz)
+    (( ${#archives[@]} )) || { echo "prebuilt: no archive in .prebuilt to stage (carry them)" >&2; exit 1; }
+    cp "${archives[@]}" "$staged/"
+    echo "prebuilt: staged in $staged: $(cd "$staged" && ls -- *.tar.xz | tr '\n' ' ')"
+    ;;
+  carry-plan)
+    shift
+    limit=$(( 63 * 1024 * 1024 ))  # (the device tool's 64 MiB, less a margin for what git lists late)
+    tree=$(git -C "$root" ls-files -z -co --exclude-standard | (cd "$root" && xargs -0 stat -c %s 2>/dev/null) |
+           awk '{ n += $1 } END { print n + 0 }')
+    final=0
+    (( $# )) && final=$(cd "$root" && du -sb "$@" | awk '{ n += $1 } END { print n + 0 }')
+    args=()
+    shopt -s nullglob
+    for a in "$store"/*.tar.xz; do args+=("$(basename "$a")=$(stat -c %s "$a")"); done
+    (( ${#args[@]} )) || { echo "prebuilt: no archive in .prebuilt" >&2; exit 1; }
+    mapfile -t calls < <(python3 "$root/tools/prebuilt.py" carry-plan "$limit" "$tree" "$final" "${args[@]}")
+    (( ${#calls[@]} )) || exit 1
+    quoted() { local out="" x; for x in "$@"; do out+="${out:+, }\"$x\""; done; echo "[$out]"; }
+    for i in "${!calls[@]}"; do
+      read -ra names <<<"${calls[$i]}"
+      paths=()
+      for n in "${names[@]}"; do paths+=(".prebuilt/$n"); done
+      if (( i + 1 < ${#calls[@]} )); then
+        echo "call $(( i + 1 )) (staging): carry $(quoted "${paths[@]}"), command: tools/prebuilt.sh stage"
+      else
+        echo "call $(( i + 1 )): carry $(quoted "$@" "${paths[@]}"), command: yours (unpack finds the staged archives)"
+      fi
+    done
+    echo "(the tree: $(( tree / 1048576 )) MiB in every call; the calls one right after the other)"
+    ;;
   *)
-    echo "usage: tools/prebuilt.sh pack [suite|cli] | pack-ab | unpack SRC BUILD suite|cli" >&2
+    echo "usage: tools/prebuilt.sh pack [suite|cli] | pack-ab | unpack SRC BUILD suite|cli | carry-plan [PATH...] | stage" >&2
     exit 1
     ;;
 esac
