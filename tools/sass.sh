@@ -13,10 +13,11 @@
 #   tools/sass.sh FILE.cu --load-stalls   and the global loads a row loop waits for at once
 #                                         (moved to a uniform register right after the load:
 #                                         tools/sass_load_stalls.py)
-#   tools/sass.sh FILE.cu --store-load-chains
+#   tools/sass.sh FILE.cu --store-load-chains [--max-rounds N]
 #                                         and the global loads a thread issues only after a
 #                                         store that waited for an earlier load (one memory
-#                                         latency each: tools/sass_store_load_chains.py)
+#                                         latency each: tools/sass_store_load_chains.py); with
+#                                         --max-rounds, exit 1 when a kernel has more than N
 # FILE.cu includes the kernel headers and instantiates kernels explicitly, e.g.
 #   #include "kernels/norm_fwd_staged.cuh"
 #   namespace normtune {
@@ -32,17 +33,24 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${NORMTUNE_BUILD_DIR:-$root/build}"
-src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --store-load-chains | --max-spill N [--smem-align A]]}"
+src="${1:?usage: tools/sass.sh FILE.cu [--sass | --load-stalls | --store-load-chains [--max-rounds N] | --max-spill N [--smem-align A]]}"
 listing=0
 load_stalls=0
 store_load_chains=0
+max_rounds=""
 max_spill=-1
 smem_align=0
 case "${2:-}" in
   "") ;;
   --sass) listing=1 ;;
   --load-stalls) load_stalls=1 ;;
-  --store-load-chains) store_load_chains=1 ;;
+  --store-load-chains)
+    store_load_chains=1
+    case "${3:-}" in
+      "") ;;
+      --max-rounds) max_rounds="${4:?--max-rounds: expected a count}" ;;
+      *) echo "sass.sh: unknown option '$3' after --store-load-chains (expected --max-rounds N)" >&2; exit 1 ;;
+    esac ;;
   --max-spill)
     max_spill="${3:?--max-spill: expected a byte count}"
     case "${4:-}" in
@@ -129,7 +137,7 @@ if (( load_stalls )); then
 fi
 if (( store_load_chains )); then
   echo
-  python3 "$root/tools/sass_store_load_chains.py" "$out/k.sass"
+  python3 "$root/tools/sass_store_load_chains.py" "$out/k.sass" ${max_rounds:+--max-rounds "$max_rounds"}
 fi
 if (( listing )); then
   echo

@@ -14,15 +14,22 @@ residual_out, vector by vector: four DRAM round trips per row where one would do
 far less than one of DRAM loads: read the loads' addresses in the listing (--sass) before
 acting on a report.
 
-  tools/sass_store_load_chains.py LISTING    LISTING: a file of cuobjdump -sass output
-                                             (tools/sass.sh FILE.cu --store-load-chains runs it)
+  tools/sass_store_load_chains.py LISTING [--max-rounds N]
+                                             LISTING: a file of cuobjdump -sass output
+                                             (tools/sass.sh FILE.cu --store-load-chains runs it);
+                                             with --max-rounds, exit 1 when a kernel's stretch
+                                             has more rounds than N (a CI gate for kernels
+                                             fixed not to chain)
   tools/sass_store_load_chains.py --self-test    checks itself on a listing in memory (CI)
 Prints each kernel with such loads: per stretch, its address range, how many times the thread
 goes back to loading after a store ("rounds": the memory round trips the chain adds) and the
-loads; exits 0 either way."""
+loads; exits 0 unless --max-rounds is exceeded."""
 import argparse
+import contextlib
+import io
 import re
 import sys
+import tempfile
 
 from sass_load_stalls import demangle, functions  # (the same listing format; this directory)
 
@@ -119,6 +126,13 @@ def _self_test():
     # Loads first, then stores; a store that waited for no load, then loads and stores (a
     # row's statistics, then its output); a load after the last store of its stretch: no chain.
     assert found["_Z7batchedv"] == [], found
+    with tempfile.NamedTemporaryFile("w", suffix=".sass") as f:
+        f.write(_SELF_TEST_LISTING)
+        f.flush()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main(["x", f.name, "--max-rounds", "2"]) == 0
+            assert main(["x", f.name, "--max-rounds", "1"]) == 1
+            assert main(["x", f.name]) == 0
     print("sass_store_load_chains.py: self-test passed")
     return 0
 
@@ -127,6 +141,8 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("listing", nargs="?", help="a file of cuobjdump -sass output")
     parser.add_argument("--self-test", action="store_true", help="check this script on a listing in memory")
+    parser.add_argument("--max-rounds", type=int, default=None,
+                        help="exit 1 when a kernel's stretch has more rounds than this")
     args = parser.parse_args(argv[1:])
     if args.self_test:
         return _self_test()
@@ -134,17 +150,22 @@ def main(argv):
         parser.error("a LISTING file, or --self-test")
     with open(args.listing) as f:
         text = f.read()
-    found = 0
+    found, worst = 0, 0
     for name, body in functions(text):
         hits = list(chains(body))
         if hits:
             found += 1
+            worst = max(worst, max(rounds for _, _, rounds, _ in hits))
             print(demangle(name))
             for first, last, rounds, loads in hits:
                 print(f"    0x{first:04x}-0x{last:04x}: {rounds} round(s) of loads after a store")
                 for address, load in loads:
                     print(f"        0x{address:04x} {load}")
     print(f"sass_store_load_chains: {found} kernel(s) that load again after a store before storing again")
+    if args.max_rounds is not None and worst > args.max_rounds:
+        print(f"sass_store_load_chains: {worst} rounds in one stretch, more than --max-rounds {args.max_rounds}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
