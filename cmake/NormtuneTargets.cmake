@@ -13,6 +13,9 @@ function(normtune_target_defaults target)
       list(APPEND _cuda_flags -Werror=all-warnings)
     endif()
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_cuda_flags}>)
+  elseif(NORMTUNE_ENABLE_EMU)
+    # (NORMTUNE_USE_EMU and the emulator's flags come with the runtime target, normtune_emu)
+    target_link_libraries(${target} PUBLIC normtune_emu)
   else()
     target_compile_definitions(${target} PUBLIC NORMTUNE_USE_HIP=1)
     # hipcc compiles every C++ file for the device too: name the targets (it would otherwise
@@ -34,6 +37,10 @@ function(normtune_gpu_sources target)
     set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX
       COMPILE_OPTIONS "-x;hip;${_offload}")
     target_link_options(${target} PRIVATE ${_offload})
+  elseif(NORMTUNE_ENABLE_EMU)
+    # Kernels are host C++ for the emulator.
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX
+      COMPILE_OPTIONS "-xc++")
   endif()
   target_sources(${target} PRIVATE ${ARGN})
 endfunction()

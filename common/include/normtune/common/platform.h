@@ -1,8 +1,11 @@
-// The one place that knows whether we build for CUDA or HIP.
+// The one place that knows whether we build for CUDA, HIP or the CPU emulator.
 //
 // Library code is written against CUDA runtime names; under HIP this header maps them to
 // their HIP equivalents (the approach of ggml's vendors/hip.h). No other file may test
 // for HIP vs CUDA. The warp (wavefront) size is a property exposed here: never write 32.
+// NORMTUNE_USE_EMU (the CPU emulator, emu.h) is the CUDA platform compiled by a host
+// compiler: the same runtime names (common/emu stands in for libcudart) and the same host
+// code; the device primitives below are the emulator's.
 //
 // The C API header (normtune/transformer_engine.h) includes this file from C as well, for
 // cudaStream_t: everything that is C++ only sits under #ifdef __cplusplus.
@@ -17,6 +20,9 @@
 // sources) see them as ordinary inline functions.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define NORMTUNE_HOST_DEVICE __host__ __device__
+#define NORMTUNE_DEVICE_CODE 1
+#elif defined(NORMTUNE_USE_EMU)
+#define NORMTUNE_HOST_DEVICE
 #define NORMTUNE_DEVICE_CODE 1
 #else
 #define NORMTUNE_HOST_DEVICE
@@ -217,19 +223,26 @@ static_assert(__AMDGCN_WAVEFRONT_SIZE == normtune::platform::kWarpSize,
 #endif
 #endif  // __cplusplus
 
-#else  // CUDA
+#else  // CUDA (or the CPU emulator)
+#if defined(NORMTUNE_USE_EMU) && defined(__cplusplus)
+#include <normtune/common/emu.h>
+#endif
 #include <cuda_runtime.h>
 #ifdef __cplusplus
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <utility>
-#if NORMTUNE_DEVICE_CODE
+#if NORMTUNE_DEVICE_CODE && !defined(NORMTUNE_USE_EMU)
 #include <cooperative_groups.h>
 #endif
 #endif
 
+#if defined(NORMTUNE_USE_EMU)
+#define NORMTUNE_PLATFORM_NAME "CUDA (CPU emulator)"
+#else
 #define NORMTUNE_PLATFORM_NAME "CUDA"
+#endif
 
 #ifdef __cplusplus
 namespace normtune::platform {
@@ -321,7 +334,34 @@ NORMTUNE_HD_INLINE uint32_t cvt_f32x4_to_e5m2x4(float a, float b, float c, float
 }
 #define NORMTUNE_HAS_FP8_CONVERT 1
 
-#if NORMTUNE_DEVICE_CODE
+#if defined(NORMTUNE_USE_EMU)
+// The emulator's (emu.h says how each behaves).
+inline float shfl_xor(float v, int lane_mask) { return emu::shfl_xor(v, lane_mask); }
+inline int cluster_rank() { return emu::cluster_rank(); }
+inline void sync_warp() { emu::sync_warp(); }
+inline void group_barrier(int id, int threads) { emu::barrier(id, threads); }
+inline void cluster_arrive_relaxed() { emu::cluster_arrive(); }
+inline void cluster_arrive_release() { emu::cluster_arrive(); }
+inline void cluster_wait_acquire() { emu::cluster_wait(); }
+template <typename T>
+T* cluster_map_shared(T* p, int rank) {
+  return static_cast<T*>(emu::cluster_map_shared(p, rank));
+}
+inline void cp_async_16(void* smem, const void* gmem) {
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+}
+inline void cp_async_wait_all() {}
+inline void cp_async_commit() {}
+template <int kPending>
+void cp_async_wait_groups() {}
+inline void mbarrier_init(uint64_t* bar, unsigned arrivals) { emu::mbarrier_init(bar, arrivals); }
+inline void fence_mbarrier_init_cluster() {}
+inline void mbarrier_arrive_expect_tx(uint64_t* bar, unsigned bytes) { emu::mbarrier_arrive_expect_tx(bar, bytes); }
+inline void mbarrier_wait_parity(uint64_t* bar, unsigned parity) { emu::mbarrier_wait_parity(bar, parity); }
+inline void st_async_cluster(float* slot, float v, uint64_t* bar, int rank) {
+  emu::st_async_cluster(slot, v, bar, rank);
+}
+#elif NORMTUNE_DEVICE_CODE
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask);
 }
@@ -467,13 +507,28 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned block, const LaunchO
   return config;
 }
 
+#if defined(NORMTUNE_USE_EMU)
+// The kernel with its arguments converted to its parameter types, as a launch passes them.
+template <typename... KArgs, typename... Args>
+std::function<void()> emu_bind(void (*kernel)(KArgs...), Args&&... args) {
+  return [kernel, bound = std::tuple<std::decay_t<KArgs>...>(std::forward<Args>(args)...)] {
+    std::apply(kernel, bound);
+  };
+}
+#endif
+
 // kernel<<<grid, block, options.smem, stream>>>(args...), as clusters when options.cluster > 1.
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), unsigned grid, unsigned block, const LaunchOptions& options,
                    cudaStream_t stream, Args&&... args) {
+#if defined(NORMTUNE_USE_EMU)
+  return emu::launch(dim3(grid), dim3(block), options.smem, options.cluster, stream,
+                     emu_bind(kernel, std::forward<Args>(args)...));
+#else
   cudaLaunchAttribute attrs[2]{};
   const cudaLaunchConfig_t config = launch_config(dim3(grid), block, options, stream, attrs);
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+#endif
 }
 
 // Clusters of `options.cluster` CTAs of kernel that can be resident at once on the device
@@ -494,10 +549,15 @@ cudaError_t max_active_clusters(int* n, Kernel kernel, unsigned block, const Lau
 template <typename... KArgs, typename... Args>
 cudaError_t launch_grid(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t smem,
                         cudaStream_t stream, bool dependent, Args&&... args) {
+#if defined(NORMTUNE_USE_EMU)
+  (void)dependent;  // launches are serial: nothing to overlap
+  return emu::launch(grid, dim3(block), smem, 1, stream, emu_bind(kernel, std::forward<Args>(args)...));
+#else
   cudaLaunchAttribute attrs[2]{};
   const cudaLaunchConfig_t config =
       launch_config(grid, block, LaunchOptions{.smem = smem, .dependent = dependent}, stream, attrs);
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+#endif
 }
 
 // Dynamic shared memory above the default (48 KiB) limit; static plus dynamic shared memory
@@ -517,7 +577,11 @@ cudaError_t static_smem_bytes(Kernel kernel, size_t* bytes) {
   return e;
 }
 
-#if NORMTUNE_DEVICE_CODE
+#if defined(NORMTUNE_USE_EMU)
+// Programmatic dependent launch: no-ops (launches are serial).
+inline void wait_for_prior_grid() {}
+inline void allow_dependent_grid() {}
+#elif NORMTUNE_DEVICE_CODE
 // Programmatic dependent launch (sm_90+; plain stream order before).
 __device__ __forceinline__ void wait_for_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
