@@ -9,6 +9,10 @@
 // without progress anywhere in the cluster.
 #include <normtune/common/emu.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -193,6 +197,23 @@ void make_context(Context& c, char* stack, size_t bytes, void (*entry)()) {
 }
 #endif
 
+// AddressSanitizer (NORMTUNE_EMU_SANITIZE) must be told of every stack switch, or it takes a
+// fiber's frames for overflows of the scheduler's stack.
+#if defined(__SANITIZE_ADDRESS__)
+struct StackBounds {
+  const void* bottom = nullptr;
+  size_t size = 0;
+};
+thread_local StackBounds scheduler_stack;  // the OS thread's own, learnt at the first switch
+void before_switch(void** fake_stack, const void* bottom, size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+}
+void after_switch(void* fake_stack, StackBounds* from) {
+  __sanitizer_finish_switch_fiber(fake_stack, from != nullptr ? &from->bottom : nullptr,
+                                  from != nullptr ? &from->size : nullptr);
+}
+#endif
+
 struct Fiber {
   Context context;
   ThreadState state;
@@ -255,7 +276,30 @@ uintptr_t thread_pointer() {
 #endif
 }
 
-void yield(Fiber& f) { switch_context(f.context, f.cta->scheduler); }
+// Fiber -> scheduler (`dying`: the fiber never runs again) and scheduler -> fiber.
+void to_scheduler(Fiber& f, bool dying) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake = nullptr;
+  before_switch(dying ? nullptr : &fake, scheduler_stack.bottom, scheduler_stack.size);
+  switch_context(f.context, f.cta->scheduler);
+  after_switch(fake, nullptr);
+#else
+  (void)dying;
+  switch_context(f.context, f.cta->scheduler);
+#endif
+}
+void to_fiber(Fiber& f) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake = nullptr;
+  before_switch(&fake, f.stack, kFiberStackBytes);
+  switch_context(f.cta->scheduler, f.context);
+  after_switch(fake, nullptr);
+#else
+  switch_context(f.cta->scheduler, f.context);
+#endif
+}
+
+void yield(Fiber& f) { to_scheduler(f, false); }
 
 // Waits (switching to the CTA's other fibers) until done() holds; `what` names the wait in
 // the message of a hang.
@@ -287,6 +331,9 @@ void complete_warp(Warp& w) {
 }
 
 void fiber_main() {
+#if defined(__SANITIZE_ADDRESS__)
+  after_switch(nullptr, &scheduler_stack);
+#endif
   Fiber& f = self();
   (*f.cta->body)();
   Cta& cta = *f.cta;
@@ -299,7 +346,7 @@ void fiber_main() {
   Barrier& b = cta.barriers[0];
   if (b.arrived > 0 && b.arrived >= cta.live) complete_barrier(b);
   if (w.arrived > 0 && w.arrived >= w.live) complete_warp(w);
-  switch_context(f.context, cta.scheduler);  // never resumed
+  to_scheduler(f, true);  // never resumed
   fail("a finished fiber was resumed");
 }
 
@@ -346,7 +393,7 @@ void run_cta(Cta& cta, dim3 grid, dim3 block, uint3 block_idx, size_t smem) {
       blockIdx = f.state.block_idx;
       blockDim = f.state.block_dim;
       gridDim = f.state.grid_dim;
-      switch_context(cta.scheduler, f.context);
+      to_fiber(f);
       current = nullptr;
     }
     if (cta.live == 0 || cta.progress != before) {
@@ -643,8 +690,10 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (p == nullptr) return record(cudaErrorInvalidValue);
   *p = nullptr;
   if (bytes > kFreeMemory) return record(cudaErrorMemoryAllocation);
-  void* q = std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256));
-  if (q == nullptr) return record(cudaErrorMemoryAllocation);
+  // Exactly `bytes` (256-byte aligned, as cudaMalloc's): under AddressSanitizer a kernel's
+  // access past the end is reported, as compute-sanitizer's memcheck would.
+  void* q = nullptr;
+  if (posix_memalign(&q, 256, std::max<size_t>(bytes, 1)) != 0) return record(cudaErrorMemoryAllocation);
   std::memset(q, 0xA5, bytes);  // not zeros: fresh device memory holds whatever was there
   std::lock_guard<std::mutex> lock(allocations_mutex());
   allocations()[reinterpret_cast<uintptr_t>(q)] = bytes;

@@ -30,6 +30,7 @@
 
 #include "normalization/src/kernels/norm_bwd_args.h"
 #include "normalization/src/kernels/norm_fwd_args.h"
+#include "plan_text.h"
 
 #ifndef NORMTUNE_SOURCE_DIR
 #error "tests/CMakeLists.txt defines NORMTUNE_SOURCE_DIR (the tuned tables are read from the source tree)"
@@ -37,6 +38,8 @@
 
 namespace normtune {
 namespace {
+
+using test::parse_config;
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
@@ -220,39 +223,6 @@ TEST(PlanText, DecodeAndCudnnLines) {
   EXPECT_THROW(tuned_backend_table_line(bwd, Backend::kNative, pv), Error);
   EXPECT_EQ(row_class_tag(RowClass::kDecode), "_decode");
   EXPECT_EQ(row_class_tag(RowClass::kAny), "");
-}
-
-// A config string back into a plan, through the same field table that printed it.
-template <typename Plan>
-::testing::AssertionResult parse_config(const std::string& text, Plan* plan) {
-  *plan = Plan{};
-  std::istringstream in(text);
-  std::string token;
-  std::set<std::string> seen;
-  while (in >> token) {
-    const size_t eq = token.find('=');
-    if (eq == std::string::npos) return ::testing::AssertionFailure() << "'" << token << "' is not name=value in '" << text << "'";
-    const std::string name = token.substr(0, eq), value = token.substr(eq + 1);
-    if (!seen.insert(name).second) return ::testing::AssertionFailure() << "field '" << name << "' twice in '" << text << "'";
-    const PlanField<Plan>* field = nullptr;
-    for (const PlanField<Plan>& f : plan_fields<Plan>()) {
-      if (name == f.name) field = &f;
-    }
-    if (field == nullptr) return ::testing::AssertionFailure() << "no field '" << name << "' in '" << text << "'";
-    int v = -1;
-    if (field->enum_name != nullptr) {
-      for (int e = 0; e < 8 && v < 0; ++e) {
-        if (value == field->enum_name(e, false)) v = e;
-      }
-    } else if (field->is_bool) {
-      v = value == "true" ? 1 : value == "false" ? 0 : -1;
-    } else if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
-      v = std::atoi(value.c_str());
-    }
-    if (v < 0) return ::testing::AssertionFailure() << "bad value '" << value << "' of '" << name << "' in '" << text << "'";
-    field->set(*plan, v);
-  }
-  return ::testing::AssertionSuccess();
 }
 
 TEST(PlanText, ConfigStringsRoundTripThroughTheFieldTables) {

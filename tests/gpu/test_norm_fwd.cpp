@@ -14,6 +14,7 @@
 #include <normtune/tuning.h>
 
 #include "fwd_case.h"
+#include "plan_text.h"
 #include "normalization/src/kernels/block_scale.h"
 #include "normalization/src/kernels/norm_fwd_args.h"
 #include "protocol.h"
@@ -74,19 +75,22 @@ TEST_P(TunedFwdGpu, MatchesReferenceAndRunsTheTunedKernel) {
 INSTANTIATE_TEST_SUITE_P(Registry, TunedFwdGpu, ::testing::ValuesIn(tuned_entries({Stage::kForward, Stage::kForwardAdd})),
                          tuned_entry_name);
 
-// A tuned forward entry's CTAs per row, from its config string ("... ctas_per_row=C ...").
-int ctas_per_row_of(const KernelEntry& e) {
-  const std::string field = "ctas_per_row=";
-  const size_t at = e.config.find(field);
-  return at == std::string::npos ? 1 : std::atoi(e.config.c_str() + at + field.size());
+// A tuned forward entry's plan, read back from its config string.
+FwdPlan plan_of(const KernelEntry& e) {
+  FwdPlan plan;
+  const ::testing::AssertionResult parsed = parse_config(e.config, &plan);
+  NORMTUNE_CHECK(parsed, e.name, ": ", parsed.message());
+  return plan;
 }
+
+int ctas_per_row_of(const KernelEntry& e) { return plan_of(e).ctas_per_row; }
 
 // Whether a tuned forward entry's CTAs (clusters) take their rows from the row counter (the
 // workspace) where they have at least 16 rows each: the pipelined lines of one CTA per row,
 // and those of clusters with dynamic_rows.
 bool counted_pipelined(const KernelEntry& e) {
-  return e.config.rfind("layout=pipelined ", 0) == 0 &&
-         (ctas_per_row_of(e) == 1 || e.config.find(" dynamic_rows=true") != std::string::npos);
+  const FwdPlan plan = plan_of(e);
+  return plan.layout == FwdLayout::kPipelined && (plan.ctas_per_row == 1 || plan.dynamic_rows);
 }
 
 // The tuned pipelined lines that draw rows: with at least 16 rows per CTA (cluster), the CTAs
