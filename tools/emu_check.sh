@@ -27,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --sanitize) sanitize=ON ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "emu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
