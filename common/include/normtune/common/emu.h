@@ -15,9 +15,10 @@
 // barriers and exchanges really interleave.
 // - __shared__ is thread_local: every fiber of a CTA sees the same variable, and a block-scope
 //   thread_local is static, as a __shared__ variable is. Dynamic shared memory
-//   (extern __shared__ T name[]) is a thread_local array the runtime defines (see
-//   emu_runtime.cpp, kDynamicSmemNames). Distributed shared memory is the same variable in the
-//   other CTA's OS thread, at the same offset from that thread's thread pointer.
+//   (extern __shared__ T name[]) is a thread_local array the runtime defines, one per name the
+//   kernels use (the top of emu_runtime.cpp), poisoned at each CTA's start. Distributed shared
+//   memory is the same variable in the other CTA's OS thread, at the same offset from that
+//   thread's thread pointer.
 // - Warp shuffles and __syncwarp meet at a rendezvous of the warp's live lanes; __syncthreads
 //   and named barriers count the CTA's live threads (or the count given); cluster barriers,
 //   transaction barriers (mbarrier with st.async) and cp.async follow PTX's rules (cp.async
