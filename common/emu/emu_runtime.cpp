@@ -70,7 +70,7 @@ int sm_count() {
 }
 
 // The order in which a CTA's fibers run in each round (NORMTUNE_EMU_SCHEDULE): forward
-// (thread 0 first), reverse, or random (a fixed seed per launch). A missing barrier between a
+// (thread 0 first), reverse, or random (seeded by the CTA's index: the same order every run). A missing barrier between a
 // write and another thread's read goes unseen when the writer happens to run first: running
 // the suites in the other orders too shows it.
 enum class Schedule { kForward, kReverse, kRandom };
@@ -301,23 +301,19 @@ void to_fiber(Fiber& f) {
 
 void yield(Fiber& f) { to_scheduler(f, false); }
 
-// Waits (switching to the CTA's other fibers) until done() holds; `what` names the wait in
-// the message of a hang.
-template <typename Done>
-void wait_until(Done done, const char* what) {
-  Fiber& f = self();
-  f.cta->progress++;
-  (void)what;
-  while (!done()) yield(f);
-  f.cta->progress++;
-  if (f.cta->cluster != nullptr) f.cta->cluster->progress.fetch_add(1, std::memory_order_relaxed);
-}
+// The wait this OS thread's fibers entered last: named in the message of a hang.
 thread_local const char* waiting_on = nullptr;
 
+// Waits (switching to the CTA's other fibers) until done() holds. Entering and leaving a wait
+// are progress; a round of the scheduler without any is a hang.
 template <typename Done>
 void wait_named(Done done, const char* what) {
+  Fiber& f = self();
   waiting_on = what;
-  wait_until(done, what);
+  f.cta->progress++;
+  while (!done()) yield(f);
+  f.cta->progress++;
+  f.cta->cluster->progress.fetch_add(1, std::memory_order_relaxed);
 }
 
 void complete_barrier(Barrier& b) {
@@ -352,7 +348,6 @@ void fiber_main() {
 
 void run_cta(Cta& cta, dim3 grid, dim3 block, uint3 block_idx, size_t smem) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  cta.thread_pointer = thread_pointer();
   cta.fibers.resize(threads);
   cta.warps.assign((threads + kWarpLanes - 1) / kWarpLanes, Warp{});
   cta.live = threads;
