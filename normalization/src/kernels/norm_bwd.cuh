@@ -391,6 +391,17 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   };
 
   VI x_r[kN], dz_r[kN];
+  // gamma of the row's vectors, loaded once per row for both loops: reloaded in the dx loop
+  // it came vector by vector after each store of dx (a load after a store waits for it: the
+  // compiler cannot tell dx from gamma; tools/sass_store_load_chains.py).
+  [[maybe_unused]] VW g_row[kHoldGamma ? 1 : kN];
+  auto row_gamma = [&](int i) -> const VW& {
+    if constexpr (kHoldGamma) {
+      return g_held[i];
+    } else {
+      return g_row[i];
+    }
+  };
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const int64_t row = tile * rows_per_cta + group;
     const bool row_ok = row < p.rows;
@@ -403,6 +414,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
           const int64_t off = row * hidden + static_cast<int64_t>(v) * kVec;
           x_r[i].load(x + off);
           dz_r[i].load(dz + off);
+          if constexpr (!kHoldGamma) g_row[i] = gamma_vec(i);
         }
       }
       m = bwd_math<Traits>(p, row);
@@ -416,7 +428,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
         float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
         unpack_floats(x_r[i], xf);
         unpack_floats(dz_r[i], dzf);
-        unpack_floats(gamma_vec(i), gf);
+        unpack_floats(row_gamma(i), gf);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           yf[k] = m.y(xf[k]);
@@ -434,7 +446,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
       const int v = vec_index(i);
       if (row_ok && v < nvec) {
         store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, x_r[i], dz_r[i],
-                               gamma_vec(i), c1, c2);
+                               row_gamma(i), c1, c2);
       }
     }
   }

@@ -272,21 +272,35 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
           store_output(xs[i * G + t], gpre[i], bpre[kRms ? 0 : i], norm, z + static_cast<int64_t>(v) * kVec, q);
         }
       } else {
-#pragma unroll 4
-        for (int i = 0; i < N; ++i) {
-          const int v = vec_of(i);
-          if (v >= nvec) break;
-          const int s = i * G + t;
-          const int64_t off = static_cast<int64_t>(v) * kVec;
-          VW g, b;
-          if constexpr (decltype(staged_weights)::value) {
-            g = gs[s];
-            if constexpr (!kRms) b = bs[s];
-          } else {
-            g.load(gamma + off);
-            if constexpr (!kRms) b.load(beta + off);
+        // In runs of kRun vectors, each run's weights loaded before its first store to z: a
+        // load after a store waits for it (the compiler cannot tell z from gamma), so weights
+        // loaded vector by vector cost one L1/L2 round trip per vector
+        // (tools/sass_store_load_chains.py).
+        constexpr int kRun = 4;
+#pragma unroll 1
+        for (int i0 = 0; i0 < N; i0 += kRun) {
+          VW g[kRun];
+          [[maybe_unused]] VW b[kRms ? 1 : kRun];
+#pragma unroll
+          for (int j = 0; j < kRun; ++j) {
+            const int i = i0 + j, v = vec_of(i);
+            if (i < N && v < nvec) {
+              if constexpr (decltype(staged_weights)::value) {
+                g[j] = gs[i * G + t];
+                if constexpr (!kRms) b[j] = bs[i * G + t];
+              } else {
+                g[j].load(gamma + static_cast<int64_t>(v) * kVec);
+                if constexpr (!kRms) b[j].load(beta + static_cast<int64_t>(v) * kVec);
+              }
+            }
           }
-          store_output(xs[s], g, b, norm, z + off, q);
+#pragma unroll
+          for (int j = 0; j < kRun; ++j) {
+            const int i = i0 + j, v = vec_of(i);
+            if (i < N && v < nvec) {
+              store_output(xs[i * G + t], g[j], b[kRms ? 0 : j], norm, z + static_cast<int64_t>(v) * kVec, q);
+            }
+          }
         }
       }
     };
