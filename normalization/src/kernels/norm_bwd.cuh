@@ -334,7 +334,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   constexpr int K = Traits::kOutputs;
   constexpr int kVec = Shape::kVec;
   constexpr int kN = Shape::kN;
-  // Registers: x, dz and the fp32 partials of kN vectors; gamma too when it fits.
+  // Registers: x, dz, gamma and the fp32 partials of kN vectors; gamma held across rows at one
+  // vector per thread.
   constexpr bool kHoldGamma = kN == 1;
   static_assert(kN >= 1, "norm_bwd_kernel holds rows in registers");
   using VI = Vec<I, kVec>;
@@ -369,39 +370,21 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
   // Programmatic dependent launch: nothing global is read or written before the previous
   // kernel on the stream has finished (its writes visible).
   platform::wait_for_prior_grid();
-  // gamma: held in registers when they allow it (else re-read per row, from L1/L2).
-  [[maybe_unused]] VW g_held[kHoldGamma ? kN : 1];
+  // gamma of this thread's vectors: loaded here and held across rows at one vector per thread;
+  // else loaded once per row, with x and dz, for both loops below (reloaded in the dx loop it
+  // came vector by vector after each store of dx: a load after a store waits for it, the
+  // compiler cannot tell dx from gamma; tools/sass_store_load_chains.py).
+  VW g_r[kN];
   [[maybe_unused]] GradAccum<Traits, kVec> acc[kRegOutputs > 0 ? kN : 1];
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     if constexpr (kRegOutputs > 0) acc[i].clear();
     if constexpr (kAccInSmem) acc_smem.clear(i);
     if constexpr (kHoldGamma) {
-      if (vec_index(i) < nvec) g_held[i].load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
+      if (vec_index(i) < nvec) g_r[i].load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
     }
   }
-  auto gamma_vec = [&](int i) {
-    if constexpr (kHoldGamma) {
-      return g_held[i];
-    } else {
-      VW g;
-      g.load(gamma + static_cast<int64_t>(vec_index(i)) * kVec);
-      return g;
-    }
-  };
-
   VI x_r[kN], dz_r[kN];
-  // gamma of the row's vectors, loaded once per row for both loops: reloaded in the dx loop
-  // it came vector by vector after each store of dx (a load after a store waits for it: the
-  // compiler cannot tell dx from gamma; tools/sass_store_load_chains.py).
-  [[maybe_unused]] VW g_row[kHoldGamma ? 1 : kN];
-  auto row_gamma = [&](int i) -> const VW& {
-    if constexpr (kHoldGamma) {
-      return g_held[i];
-    } else {
-      return g_row[i];
-    }
-  };
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const int64_t row = tile * rows_per_cta + group;
     const bool row_ok = row < p.rows;
@@ -414,7 +397,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
           const int64_t off = row * hidden + static_cast<int64_t>(v) * kVec;
           x_r[i].load(x + off);
           dz_r[i].load(dz + off);
-          if constexpr (!kHoldGamma) g_row[i] = gamma_vec(i);
+          if constexpr (!kHoldGamma) g_r[i].load(gamma + static_cast<int64_t>(v) * kVec);
         }
       }
       m = bwd_math<Traits>(p, row);
@@ -428,7 +411,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
         float xf[kVec], dzf[kVec], gf[kVec], yf[kVec];
         unpack_floats(x_r[i], xf);
         unpack_floats(dz_r[i], dzf);
-        unpack_floats(row_gamma(i), gf);
+        unpack_floats(g_r[i], gf);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           yf[k] = m.y(xf[k]);
@@ -446,7 +429,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kBwdMinBlocks<Traits, Shape>)
       const int v = vec_index(i);
       if (row_ok && v < nvec) {
         store_dx<Traits, kVec>(p, row * hidden + static_cast<int64_t>(v) * kVec, m, x_r[i], dz_r[i],
-                               row_gamma(i), c1, c2);
+                               g_r[i], c1, c2);
       }
     }
   }
