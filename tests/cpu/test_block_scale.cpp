@@ -109,6 +109,68 @@ TEST(Fp4E2M1Code, BoundedConversionEqualsTheClampedOne) {
             0xF6E4C2A0u);  // (0 A 2 C 4 E 6 F from value 0 up)
 }
 
+// NVFP4's multipliers (not powers of two) in the bounded conversion's lines: each code is the
+// e2m1 code of the exact product v * m (rounded once, to nearest even on the grid, from the
+// product computed in double, where it is exact), over random blocks with multipliers of
+// every E4M3 scale code for several global amaxes; and next to each midpoint of the grid
+// the products that fp32 rounds onto the midpoint itself, where the exact product decides
+// (TransformerEngine's quantizer, which rounds the product to fp32 first, takes the even
+// neighbour there; such products are rare: half an fp32 ulp on either side of 7 midpoints).
+TEST(Fp4E2M1Code, BoundedConversionRoundsTheExactProduct) {
+  auto exact_code = [](float v, float m) -> uint32_t {
+    if (std::isnan(v)) return 0x7u;
+    const double a = std::fabs(static_cast<double>(v) * m);
+    const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    uint32_t c = 0;
+    for (uint32_t k = 1; k < 8; ++k) {
+      const double mid = (grid[k - 1] + grid[k]) / 2;
+      if (a > mid || (a == mid && (k & 1u) == 0)) c = k;
+    }
+    return c | (std::signbit(v) ? 0x8u : 0u);
+  };
+  auto check = [&](const float(&v)[8], float m) {
+    uint32_t want = 0;
+    for (int k = 0; k < 8; ++k) want |= exact_code(v[k], m) << (4 * k);
+    const uint32_t got = fp4e2m1_codes_below7<false>(v, m);
+    return got == want || (ADD_FAILURE() << std::hex << "codes " << got << ", want " << want << std::dec
+                                         << " (m " << m << ", v0 " << v[0] << ")",
+                           false);
+  };
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  std::uniform_int_distribution<int> code(1, 0x7E);
+  float v[8];
+  for (float global_amax : {1.f, 100.f, 2688.f, 3e5f}) {
+    const float s_dec = 1.f / nvfp4_encode_scale(global_amax);
+    for (int i = 0; i < 40000; ++i) {
+      const float m = nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(code(rng))), s_dec);
+      for (int k = 0; k < 8; ++k) v[k] = unit(rng) * 6.99f / m;
+      if (i % 7 == 0) v[i % 8] = NAN;
+      if (!check(v, m)) return;
+    }
+  }
+  // Values whose fp32 product is a midpoint but whose exact product is not: the bounded
+  // conversion gives the exact product's neighbour, the conversion of the fp32 product the
+  // even one.
+  size_t differ = 0;
+  const float m = nvfp4_block_multiplier(fp8e4m3_to_float(0x5B), 1.f / nvfp4_encode_scale(100.f));
+  for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.f}) {
+    const float v0 = mid / m;
+    for (float s : {-1.f, 1.f}) {
+      float w = v0;
+      for (int step = 0; step < 4; ++step, w = std::nextafter(w, s * INFINITY)) {
+        if (w * m != mid || static_cast<double>(w) * m == mid) continue;
+        const float vs[8] = {w, -w, w, -w, w, -w, w, -w};
+        float prod[8];
+        for (int k = 0; k < 8; ++k) prod[k] = vs[k] * m;
+        if (!check(vs, m)) return;
+        differ += fp4e2m1_codes<false>(prod) != fp4e2m1_codes_below7<false>(vs, m) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(differ, 0u) << "some products near midpoints round differently from their fp32 roundings";
+}
+
 TEST(Nvfp4Scale, EncodeScaleFromTheGlobalAmax) {
   EXPECT_EQ(nvfp4_encode_scale(2688.f), 1.f);
   EXPECT_EQ(nvfp4_encode_scale(100.f), 2688.f / 100.f);

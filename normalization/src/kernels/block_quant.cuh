@@ -95,20 +95,24 @@ struct BlockQuantizer {
   // amax * mult is below 7, which every block of a data-derived scale meets (MXFP4: with a
   // multiplier up to 2^126, not that of an all-zero block; NVFP4: its scale saturates only
   // when the global amax is below the block's); else the clamped one. MXFP4's multiplier, a
-  // power of two, goes into the bounded conversion's lines; NVFP4's is applied first, as
-  // TransformerEngine's quantizer does. The codes are returned (e2m1: packed, kN / 2 bytes),
-  // or (fp8) the products left in y for store_floats.
-  template <int kN>
+  // power of two, goes into the bounded conversion's lines. NVFP4's is applied first, as
+  // TransformerEngine's quantizer does (the products rounded to fp32), unless kFoldNvfp4:
+  // then it goes into the lines too, one multiply per value fewer, and each code is that of
+  // the exact product, rounded once, which differs from the code of the fp32 product only
+  // where that product lies within half an fp32 ulp of a midpoint of the e2m1 grid (about
+  // 1e-7 of the values; the code is then the one nearer the exact product). The codes are
+  // returned (e2m1: packed, kN / 2 bytes), or (fp8) the products left in y for store_floats.
+  template <bool kFoldNvfp4, int kN>
   __device__ __forceinline__ static uint32_t block_codes(float (&y)[kN], float amax, float mult) {
     if constexpr (kFp4) {
       static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
-      constexpr bool kPowerOfTwo = kMode == ScalingMode::kMxfp4_1D;
-      if (amax * mult < 7.f && (!kPowerOfTwo || mult <= 0x1p126f)) {
-        if constexpr (!kPowerOfTwo) {
+      constexpr bool kFold = kMode == ScalingMode::kMxfp4_1D || kFoldNvfp4;
+      if (amax * mult < 7.f && (!kFold || mult <= 0x1p126f)) {
+        if constexpr (!kFold) {
 #pragma unroll
           for (int k = 0; k < kN; ++k) y[k] *= mult;
         }
-        return fp4e2m1_codes_below7<true>(y, kPowerOfTwo ? mult : 1.f);
+        return fp4e2m1_codes_below7<true>(y, kFold ? mult : 1.f);
       }
 #pragma unroll
       for (int k = 0; k < kN; ++k) y[k] *= mult;
@@ -159,8 +163,9 @@ struct BlockQuantizer {
 // this one's shuffles); kExact: a compile-time shape that covers the row exactly (every tuned
 // line), so every vector of every thread lies in the row and only the row's own bound is
 // left: the vectors are computed whether or not the row exists, branch-free.
+// kFoldNvfp4: NVFP4's multiplier in the e2m1 conversion's lines (block_codes).
 // Used by the staged (norm_fwd_staged.cuh) and pipelined (norm_fwd_pipelined.cuh) kernels.
-template <typename Traits, int kVec, int kN, bool kExact, typename Values>
+template <typename Traits, int kVec, int kN, bool kExact, bool kFoldNvfp4 = false, typename Values>
 __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
                                                         const BlockQuantizer<Traits>& quant,
                                                         int64_t row, bool row_ok, int hidden, int G,
@@ -217,10 +222,10 @@ __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
     uint8_t* const dst = zvec + Quant::template vector_byte<kVec>(i * G);
     if constexpr (Quant::kFp4) {
       // (Every lane: no branch around it.)
-      const uint32_t codes = Quant::block_codes(y, amax, mult);
+      const uint32_t codes = Quant::template block_codes<kFoldNvfp4>(y, amax, mult);
       if (valid) Quant::store_block_codes(y, codes, dst);
     } else if (valid) {  // (fp8: in the row's branch, as before: every lane's took MXFP8 h7168 +3%)
-      Quant::store_block_codes(y, Quant::block_codes(y, amax, mult), dst);
+      Quant::store_block_codes(y, Quant::template block_codes<false>(y, amax, mult), dst);
     }
   };
   if constexpr (kN > 0) {

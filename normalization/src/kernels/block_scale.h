@@ -16,7 +16,11 @@
 //       S_enc  = 448 * 6 / global_amax (FLT_MAX at most; 1 when the amax is 0 or inf,
 //                or when there is none),
 //       S_dec  = e4m3(block_amax * (S_enc * (1 / 6))), round to nearest even, saturating,
-//       codes  = e2m1(value * min(1 / (float(S_dec) * (1 / S_enc)), FLT_MAX)).
+//       codes  = e2m1(value * min(1 / (float(S_dec) * (1 / S_enc)), FLT_MAX)),
+//     the product rounded to fp32 and then to e2m1, as TransformerEngine's quantizer does
+//     (the staged kernels' tuned lines of one CTA per row round the exact product once
+//     instead, BlockQuantizer::block_codes: a code differs only where the product lies
+//     within half an fp32 ulp of a midpoint of the e2m1 grid).
 //     A dequantizing reader computes code * S_dec / S_enc.
 //   FP8 1x128 (NVTE_BLOCK_SCALING_1D, TransformerEngine's Float8BlockScaling row-wise data):
 //     fp8 codes, an fp32 scale_inv per 1x128 block, amax epsilon 0, scales not forced to
@@ -195,13 +199,15 @@ NORMTUNE_HD_INLINE uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 }
 
 // The codes of kN values times m (kN 4 or 8, packed as fp4e2m1_codes packs them), for a block
-// whose every |value| * m is below 7 or NaN (the caller checks its max |value| * m): the same
-// codes as fp4e2m1_codes<kCanonicalNan> of the products v * m whenever those products are
-// exact (m a power of two: MXFP4's multiplier; or m = 1, the caller having multiplied:
-// NVFP4's), in about two thirds of the instructions. m enters the three lines of
-// fp4e2m1_magnitude as their slopes (2m, m, m / 2: exact, 2m finite for m <= 2^126), and a
-// value below 7 keeps every line below 2^23 + 8, so the clamp to 7 is not needed: the code is
-// the low byte of the lines' min (NaN: 0xFF, masked to 7 below). The eight bytes are then
+// whose every |value| * m is below 7 or NaN (the caller checks its max |value| * m): the codes
+// of the exact products v * m, each rounded once (so the same codes as fp4e2m1_codes<
+// kCanonicalNan> of the fp32 products whenever those are exact: m a power of two, MXFP4's
+// multiplier; NVFP4's is not, and a product within half an fp32 ulp of a midpoint of the grid
+// may get the other neighbour there), with no multiply and in about two thirds of the
+// instructions. m enters the three lines of fp4e2m1_magnitude as their slopes (2m, m, m / 2:
+// exact for a normal m / 2, 2m finite for m <= 2^126), and a value below 7 keeps every line
+// below 2^23 + 8, so the clamp to 7 is not needed: the code is the low byte of the lines' min
+// (NaN: 0xFF, masked to 7 below). The eight bytes are then
 // gathered two words at a time with byte permutes (even values' codes in one word, odd
 // ones' in the other), and the signs likewise from the values' top bytes, instead of a shift
 // and a mask for each code.
@@ -255,9 +261,10 @@ NORMTUNE_HD_INLINE float nvfp4_encode_scale(float global_amax) {
 }
 
 // A block's E4M3 scale code, from its max |value| and S_enc. (amax * (S_enc * (1 / 6)): the
-// order of TransformerEngine's quantizer.)
+// order of TransformerEngine's quantizer. A product that overflows is inf, which the
+// saturating E4M3 conversion takes to 448 as it does FLT_MAX.)
 NORMTUNE_HD_INLINE float nvfp4_block_decode_scale(float block_amax, float s_enc) {
-  return fminf(block_amax * (s_enc * (1.f / kFp4E2M1Max)), FLT_MAX);
+  return block_amax * (s_enc * (1.f / kFp4E2M1Max));
 }
 NORMTUNE_HD_INLINE uint8_t nvfp4_block_scale(float block_amax, float s_enc) {
   return float_to_fp8e4m3(nvfp4_block_decode_scale(block_amax, s_enc));

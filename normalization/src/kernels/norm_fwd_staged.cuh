@@ -235,6 +235,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     const BlockQuantizer<Traits> quant(p, block_table);
     constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
                             Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
+    // NVFP4's multiplier folded into the e2m1 conversion (block_codes) on the tuned lines of one
+    // CTA per row: 1.5-4.3% faster at 4096-32768 on the H200 (RMSNorm), where those lines are
+    // bound by instruction issue; the cluster lines took two registers more (41, one CTA per SM
+    // fewer at h65536) and ran 7% slower with it (docs/perf/h200_2026-12-05_s43).
+    constexpr bool kFoldNvfp4 = Shape::kC == 1;
     auto blocks = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
       auto values = [&](int i, int v, float(&y)[kVec]) {
@@ -257,7 +262,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
 #pragma unroll
         for (int k = 0; k < kVec; ++k) y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
       };
-      store_block_scaled_part<Traits, kVec, Shape::kN, kExact>(p, quant, row, row_ok, hidden, G, N,
+      store_block_scaled_part<Traits, kVec, Shape::kN, kExact, kFoldNvfp4>(p, quant, row, row_ok, hidden, G, N,
                                                                vec_of(0), values);
     };
     for_each_variant(blocks);
