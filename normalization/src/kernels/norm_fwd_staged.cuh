@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
                             Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
     // NVFP4's multiplier folded into the e2m1 conversion (block_codes) on the tuned lines of one
-    // CTA per row: 1.5-4.3% faster at 4096-32768 on the H200 (RMSNorm), where those lines are
-    // bound by instruction issue; the cluster lines took two registers more (41, one CTA per SM
-    // fewer at h65536) and ran 7% slower with it (docs/perf/h200_2026-12-05_s43).
+    // CTA per row: 1.2-4.3% faster at 4096-32768 on the H200 (RMSNorm), where those lines are
+    // bound by instruction issue; the cluster line at h65536 took two registers more (41: one
+    // 512-thread CTA per SM fewer) and ran 7% slower with it (docs/perf/h200_2026-12-05_s43).
     constexpr bool kFoldNvfp4 = Shape::kC == 1;
     auto blocks = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
