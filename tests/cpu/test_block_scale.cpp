@@ -171,6 +171,24 @@ TEST(Fp4E2M1Code, BoundedConversionRoundsTheExactProduct) {
   EXPECT_GT(differ, 0u) << "some products near midpoints round differently from their fp32 roundings";
 }
 
+// byte_perm_signs: PTX prmt's default mode, which the e2m1 packing uses to spread the even
+// values' signs over their bytes. A selector nibble's low three bits pick one of the eight
+// bytes of b:a; with bit 3 set the byte becomes 0xFF if the picked byte's top bit is set,
+// else 0. (The host's emulation; on the GPU it is the instruction itself.)
+TEST(BytePerm, SignModeReplicatesThePickedBytesTopBit) {
+  const uint32_t a = 0x80FF7F01u, b = 0x00800102u;
+  // Bytes of b:a, 0..7: 01 7F FF 80 02 01 80 00.
+  EXPECT_EQ(byte_perm_signs(a, b, 0x51FBu), 0x017F00FFu);  // sign(a.3), sign(b.3), a.1, b.1
+  EXPECT_EQ(byte_perm_signs(a, b, 0xEDCAu), 0xFF0000FFu);  // signs of bytes 2, 4, 5, 6
+  EXPECT_EQ(byte_perm_signs(a, b, 0x8899u), 0x00000000u);  // signs of bytes 1 and 0
+  // Without bit 3 in any nibble it is byte_perm.
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t x = rng(), y = rng(), s = rng() & 0x7777u;
+    EXPECT_EQ(byte_perm_signs(x, y, s), byte_perm(x, y, s)) << std::hex << x << " " << y << " " << s;
+  }
+}
+
 TEST(Nvfp4Scale, EncodeScaleFromTheGlobalAmax) {
   EXPECT_EQ(nvfp4_encode_scale(2688.f), 1.f);
   EXPECT_EQ(nvfp4_encode_scale(100.f), 2688.f / 100.f);

@@ -51,8 +51,17 @@ struct BlockQuantizer {
   __device__ __forceinline__ static void fill_table(const float* global_amax, float* table_) {
     if constexpr (kMode == ScalingMode::kNvfp4_1D) {
       const float s_dec = 1.f / encode_scale(global_amax);
+      // (Not unrolled: the unrolled loop's trip count took an integer division, about twenty
+      // instructions for the one or two codes a thread of the short-lived CTAs fills.)
+#pragma unroll 1
       for (int c = static_cast<int>(threadIdx.x); c < kNvfp4ScaleCodes; c += static_cast<int>(blockDim.x)) {
-        table_[c] = nvfp4_block_multiplier(fp8e4m3_to_float(static_cast<uint8_t>(c)), s_dec);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        // (The conversion instruction, exact: every E4M3 value is an fp16 one.)
+        const float decoded = __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(c), __NV_E4M3)));
+#else
+        const float decoded = fp8e4m3_to_float(static_cast<uint8_t>(c));
+#endif
+        table_[c] = nvfp4_block_multiplier(decoded, s_dec);
       }
     }
   }
@@ -198,6 +207,15 @@ __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
   const int64_t at0 =
       scale_row + block_scale_block_part(Traits::kScaling, b0, p.rows, p.swizzled_scales);
   const int64_t step = block_scale_block_part(Traits::kScaling, Gb, p.rows, p.swizzled_scales);
+  // (e2m1, strided: vector 0's scale address, held in a register as zvec is, and vector i's
+  // i * step bytes on: without it the address was rebuilt from the parameter for every vector,
+  // six instructions where two do. The fp8 formats keep the offsets: held there, it took 1-4
+  // registers more in some of their kernels and fewer in others.)
+  int64_t scale0_at = at0;
+#if defined(__CUDA_ARCH__)
+  if constexpr (Quant::kFp4) asm volatile("" : "+l"(scale0_at));
+#endif
+  uint8_t* const scale0 = p.block_scales + scale0_at;
   const int t = first % kGroup;  // (the lane's place in its block: first = b0 * kGroup + t)
   auto block_vector = [&](int i) {
     const int v = first + i * G;
@@ -218,7 +236,8 @@ __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
     const int64_t at = strided ? at0 + i * step
                                : scale_row + block_scale_block_part(Traits::kScaling, v / kGroup,
                                                                     p.rows, p.swizzled_scales);
-    const float mult = quant.block(p, amax, at, valid && t == 0);
+    const float mult = Quant::kFp4 && strided ? quant.block(scale0 + i * step, amax, 0, valid && t == 0)
+                                              : quant.block(p, amax, at, valid && t == 0);
     uint8_t* const dst = zvec + Quant::template vector_byte<kVec>(i * G);
     if constexpr (Quant::kFp4) {
       // (Every lane: no branch around it.)

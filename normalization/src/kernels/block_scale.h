@@ -198,6 +198,26 @@ NORMTUNE_HD_INLINE uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 #endif
 }
 
+// byte_perm with PTX prmt's sign mode as well: a selector nibble with bit 3 set gives the
+// selected byte's top bit copied into all eight (0xFF or 0), as one PRMT.
+NORMTUNE_HD_INLINE uint32_t byte_perm_signs(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+#else
+  const uint64_t v = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) {
+    const uint32_t sel = (s >> (4 * n)) & 0xFu;
+    uint32_t byte = static_cast<uint32_t>(v >> (8 * (sel & 7u))) & 0xFFu;
+    if (sel & 8u) byte = byte & 0x80u ? 0xFFu : 0u;
+    r |= byte << (8 * n);
+  }
+  return r;
+#endif
+}
+
 // The codes of kN values times m (kN 4 or 8, packed as fp4e2m1_codes packs them), for a block
 // whose every |value| * m is below 7 or NaN (the caller checks its max |value| * m): the codes
 // of the exact products v * m, each rounded once (so the same codes as fp4e2m1_codes<
@@ -231,22 +251,23 @@ NORMTUNE_HD_INLINE uint32_t fp4e2m1_codes_below7(const float (&v)[kN], float m) 
     top[k] = nan ? 0u : float_bits(v[k]);  // (a NaN: +6)
   }
   // Byte 0 of values 0, 2 (4, 6) and of values 1, 3 (5, 7); for four values the upper halves
-  // are unused.
+  // are unused. The signs likewise from the values' top bytes: the odd values' as they are
+  // (the sign in bit 7), the even values' spread over their bytes by the permute's sign mode.
   uint32_t even = byte_perm(mag[0], mag[2], 0x5140u), odd = byte_perm(mag[1], mag[3], 0x5140u);
-  uint32_t even_sign = byte_perm(top[0], top[2], 0x5173u),
+  uint32_t even_sign = byte_perm_signs(top[0], top[2], 0x51FBu),
            odd_sign = byte_perm(top[1], top[3], 0x5173u);
   if constexpr (kN == 8) {
     even = byte_perm(even, byte_perm(mag[4], mag[6], 0x5140u), 0x5410u);
     odd = byte_perm(odd, byte_perm(mag[5], mag[7], 0x5140u), 0x5410u);
-    even_sign = byte_perm(even_sign, byte_perm(top[4], top[6], 0x5173u), 0x5410u);
+    even_sign = byte_perm(even_sign, byte_perm_signs(top[4], top[6], 0x51FBu), 0x5410u);
     odd_sign = byte_perm(odd_sign, byte_perm(top[5], top[7], 0x5173u), 0x5410u);
   }
-  // Byte j: value 2j's code in bits 0-2 and its sign in bit 3 (the sign byte's bit 7 shifted
-  // down), value 2j + 1's in bits 4-6 and 7: three bitwise selects with constant masks. (A
-  // NaN's byte is 0xFF: its low three bits are 7, and what it carries past them is masked.)
-  const uint32_t sel_odd = (even & 0x07070707u) | ((odd << 4) & ~0x07070707u);
-  const uint32_t sel_even_sign = (sel_odd & ~0x08080808u) | ((even_sign >> 4) & 0x08080808u);
-  const uint32_t w = (sel_even_sign & ~0x80808080u) | (odd_sign & 0x80808080u);
+  // Byte j: value 2j's code in bits 0-2 and its sign in bit 3, value 2j + 1's in bits 4-6 and
+  // 7: three bitwise selects with constant masks (a NaN's byte is 0xFF: its low three bits
+  // are 7, and what it carries past them is not selected).
+  const uint32_t codes = ((odd << 4) & 0xF0F0F0F0u) | (even & 0x0F0F0F0Fu);
+  const uint32_t signs = (odd_sign & 0xF0F0F0F0u) | (even_sign & 0x0F0F0F0Fu);
+  const uint32_t w = (codes & 0x77777777u) | (signs & 0x88888888u);
   return kN == 8 ? w : w & 0xFFFFu;
 }
 

@@ -114,19 +114,47 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
   const W* beta = static_cast<const W*>(p.beta);
   auto vec_of = [&](int i) { return rank * slice + i * G + t; };  // the row's vector index
 
+  // A compile-time shape that covers the row exactly (every tuned line): every vector of every
+  // thread lies in the row.
+  constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
+                          Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
+  // (The addresses as the first vector's plus i * G vectors: from vec_of(i) widened to 64
+  // bits each address took its own registers.)
+  const int64_t off0 = static_cast<int64_t>(vec_of(0)) * kVec;
+  auto stage_inputs = [&](int i) {
+    const int64_t off = off0 + static_cast<int64_t>(i) * G * kVec;
+    const int s = i * G + t;
+    stage_vec(xs + s, reinterpret_cast<const VI*>(x + off));
+    if constexpr (kAdd) stage_vec(rs + s, reinterpret_cast<const VI*>(static_cast<const I*>(p.residual) + row * hidden + off));
+  };
+  auto stage_weights_of = [&](int i) {
+    const int64_t off = off0 + static_cast<int64_t>(i) * G * kVec;
+    const int s = i * G + t;
+    stage_vec(gs + s, reinterpret_cast<const VW*>(gamma + off));
+    if constexpr (!kRms) stage_vec(bs + s, reinterpret_cast<const VW*>(beta + off));
+  };
+  auto stage = [&](int i) {
+    stage_inputs(i);
+    if (stage_weights) stage_weights_of(i);
+  };
   platform::wait_for_prior_grid();
   if (row_ok) {
-#pragma unroll 4
-    for (int i = 0; i < N; ++i) {
-      const int v = vec_of(i);
-      if (v >= nvec) break;
-      const int64_t off = static_cast<int64_t>(v) * kVec;
-      const int s = i * G + t;
-      stage_vec(xs + s, reinterpret_cast<const VI*>(x + off));
-      if constexpr (kAdd) stage_vec(rs + s, reinterpret_cast<const VI*>(static_cast<const I*>(p.residual) + row * hidden + off));
+    if constexpr (kExact && Shape::kC == 1) {
+      // (Unrolled with no bound to test: each copy's addresses a constant offset from the
+      // first's, where the loop of four with its bound test took about fifty instructions an
+      // iteration. The weights in a loop of their own: interleaved, their addresses held
+      // registers across x's copies.)
+#pragma unroll
+      for (int i = 0; i < Shape::kN; ++i) stage_inputs(i);
       if (stage_weights) {
-        stage_vec(gs + s, reinterpret_cast<const VW*>(gamma + off));
-        if constexpr (!kRms) stage_vec(bs + s, reinterpret_cast<const VW*>(beta + off));
+#pragma unroll
+        for (int i = 0; i < Shape::kN; ++i) stage_weights_of(i);
+      }
+    } else {
+#pragma unroll 4
+      for (int i = 0; i < N; ++i) {
+        if (vec_of(i) >= nvec) break;
+        stage(i);
       }
     }
   }
@@ -233,8 +261,6 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     // vectors, in each variant (for_each_variant). The exact shapes compute the vectors of a
     // missing row from whatever its shared memory holds (nothing of it is stored).
     const BlockQuantizer<Traits> quant(p, block_table);
-    constexpr bool kExact = Shape::kN > 0 && Shape::kHidden > 0 && Shape::kG > 0 && Shape::kC > 0 &&
-                            Shape::kN * Shape::kG * Shape::kC * kVec == Shape::kHidden;
     // NVFP4's multiplier folded into the e2m1 conversion (block_codes) on the tuned lines of one
     // CTA per row: 1.2-4.3% faster at 4096-32768 on the H200 (RMSNorm), where those lines are
     // bound by instruction issue; the cluster line at h65536 took two registers more (41: one
