@@ -111,24 +111,30 @@ struct BlockQuantizer {
   // where that product lies within half an fp32 ulp of a midpoint of the e2m1 grid (about
   // 1e-7 of the values; the code is then the one nearer the exact product). The codes are
   // returned (e2m1: packed, kN / 2 bytes), or (fp8) the products left in y for store_floats.
-  template <bool kFoldNvfp4, int kN>
-  __device__ __forceinline__ static uint32_t block_codes(float (&y)[kN], float amax, float mult) {
+  // kRowScale: y holds the values divided by row_scale (RMSNorm's x * gamma, row_scale its
+  // rsigma; amax already multiplied by it), which goes into the multiplier: one multiply per
+  // value fewer again (e2m1: with the multiplier folded, kFoldNvfp4 or MXFP4).
+  template <bool kFoldNvfp4, bool kRowScale = false, int kN>
+  __device__ __forceinline__ static uint32_t block_codes(float (&y)[kN], float amax, float mult,
+                                                         float row_scale = 1.f) {
+    const float m = kRowScale ? mult * row_scale : mult;
     if constexpr (kFp4) {
       static_assert(kN == 4 || kN == 8, "e2m1 codes: 2 or 4 bytes per vector");
       constexpr bool kFold = kMode == ScalingMode::kMxfp4_1D || kFoldNvfp4;
-      if (amax * mult < 7.f && (!kFold || mult <= 0x1p126f)) {
+      static_assert(kFold || !kRowScale, "the row's scale goes into folded lines only");
+      if (amax * mult < 7.f && (!kFold || m <= 0x1p126f)) {
         if constexpr (!kFold) {
 #pragma unroll
           for (int k = 0; k < kN; ++k) y[k] *= mult;
         }
-        return fp4e2m1_codes_below7<true>(y, kFold ? mult : 1.f);
+        return fp4e2m1_codes_below7<true>(y, kFold ? m : 1.f);
       }
 #pragma unroll
-      for (int k = 0; k < kN; ++k) y[k] *= mult;
+      for (int k = 0; k < kN; ++k) y[k] = kRowScale ? y[k] * row_scale * mult : y[k] * mult;
       return fp4e2m1_codes<true>(y);
     } else {
 #pragma unroll
-      for (int k = 0; k < kN; ++k) y[k] *= mult;
+      for (int k = 0; k < kN; ++k) y[k] *= m;
       return 0;
     }
   }
@@ -174,11 +180,13 @@ struct BlockQuantizer {
 // left: the vectors are computed whether or not the row exists, branch-free.
 // kFoldNvfp4: NVFP4's multiplier in the e2m1 conversion's lines (block_codes).
 // Used by the staged (norm_fwd_staged.cuh) and pipelined (norm_fwd_pipelined.cuh) kernels.
-template <typename Traits, int kVec, int kN, bool kExact, bool kFoldNvfp4 = false, typename Values>
+template <typename Traits, int kVec, int kN, bool kExact, bool kFoldNvfp4 = false, bool kRowScale = false,
+          typename Values>
 __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
                                                         const BlockQuantizer<Traits>& quant,
                                                         int64_t row, bool row_ok, int hidden, int G,
-                                                        int N, int first, Values&& values) {
+                                                        int N, int first, Values&& values,
+                                                        float row_scale = 1.f) {
   using Quant = BlockQuantizer<Traits>;
   constexpr int kGroup = Quant::kBlock / kVec;
   static_assert(kGroup >= 1 && kGroup <= kWarp && Quant::kBlock % kVec == 0,
@@ -236,15 +244,18 @@ __device__ __forceinline__ void store_block_scaled_part(const FwdParams& p,
     const int64_t at = strided ? at0 + i * step
                                : scale_row + block_scale_block_part(Traits::kScaling, v / kGroup,
                                                                     p.rows, p.swizzled_scales);
+    // (kRowScale: amax of the values before the row's scale; a NaN product, from a NaN, zero or
+    // infinite rsigma, is an amax of 0, as the unscaled values' NaNs would have been.)
+    if constexpr (kRowScale) amax = fmaxf(amax * row_scale, 0.f);
     const float mult = Quant::kFp4 && strided ? quant.block(scale0 + i * step, amax, 0, valid && t == 0)
                                               : quant.block(p, amax, at, valid && t == 0);
     uint8_t* const dst = zvec + Quant::template vector_byte<kVec>(i * G);
     if constexpr (Quant::kFp4) {
       // (Every lane: no branch around it.)
-      const uint32_t codes = Quant::template block_codes<kFoldNvfp4>(y, amax, mult);
+      const uint32_t codes = Quant::template block_codes<kFoldNvfp4, kRowScale>(y, amax, mult, row_scale);
       if (valid) Quant::store_block_codes(y, codes, dst);
     } else if (valid) {  // (fp8: in the row's branch, as before: every lane's took MXFP8 h7168 +3%)
-      Quant::store_block_codes(y, Quant::template block_codes<false>(y, amax, mult), dst);
+      Quant::store_block_codes(y, Quant::template block_codes<false, kRowScale>(y, amax, mult, row_scale), dst);
     }
   };
   if constexpr (kN > 0) {

@@ -266,8 +266,10 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
     // bound by instruction issue; the cluster line at h65536 took two registers more (41: one
     // 512-thread CTA per SM fewer) and ran 7% slower with it (docs/perf/h200_2026-12-05_s43).
     constexpr bool kFoldNvfp4 = Shape::kC == 1;
+    // RMSNorm there: the values x * gamma, rsigma in the block's multiplier (block_codes).
+    constexpr bool kRowScale = kRms && kFoldNvfp4;
     auto blocks = [&](auto staged_weights, auto shift) {
-      const NormValue<kRms, decltype(shift)::value> norm(mean, rsigma);
+      const NormValue<kRms, decltype(shift)::value> norm(mean, kRowScale ? 1.f : rsigma);
       auto values = [&](int i, int v, float(&y)[kVec]) {
         const int s = i * G + t;
         VW g;
@@ -288,8 +290,8 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shap
 #pragma unroll
         for (int k = 0; k < kVec; ++k) y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
       };
-      store_block_scaled_part<Traits, kVec, Shape::kN, kExact, kFoldNvfp4>(p, quant, row, row_ok, hidden, G, N,
-                                                               vec_of(0), values);
+      store_block_scaled_part<Traits, kVec, Shape::kN, kExact, kFoldNvfp4, kRowScale>(
+          p, quant, row, row_ok, hidden, G, N, vec_of(0), values, rsigma);
     };
     for_each_variant(blocks);
   } else if (row_ok) {
