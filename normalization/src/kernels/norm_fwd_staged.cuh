@@ -57,12 +57,25 @@ __device__ __forceinline__ void stage_vec(V* smem, const V* gmem) {
 // bf16, 224 threads: 5 CTAs per SM by registers, 8 by shared memory, DRAM at 77% of peak). Those
 // kernels get 40 (three 512-thread CTAs' worth); LayerNorm, the fused add and block-scaled z
 // hold more per vector and keep 64.
+// LayerNorm's tuned rows of up to 4 vectors per thread hold gamma and beta from the start (32
+// registers at 4 bf16 vectors) and took all 64; at 40 ptxas spilled 60-72 bytes. They get 48
+// (ten 128-thread CTAs per SM where 64 gave eight), which bounds their CTAs to
+// kStagedLnMaxThreads threads (every such table line has at most 256: checked where the tuned
+// entries are instantiated, and the launcher refuses a larger CTA).
+template <typename Traits, typename Shape>
+inline constexpr bool kStagedLnBudget = !Traits::kRmsNorm && !Traits::kResidualAdd && !Traits::kBlockScaled &&
+                                        Shape::kN >= 1 && Shape::kN <= 4 && Shape::kHidden > 0 && Shape::kG > 0;
+inline constexpr int kStagedLnMaxThreads = 256;
+template <typename Traits, typename Shape>
+inline constexpr int kStagedMaxThreads = kStagedLnBudget<Traits, Shape> ? kStagedLnMaxThreads : kMaxCtaThreads;
 template <typename Traits, typename Shape>
 inline constexpr int kStagedMinBlocks =
-    Traits::kRmsNorm && !Traits::kResidualAdd && !Traits::kBlockScaled && Shape::kN >= 1 && Shape::kN <= 4 ? 3 : 2;
+    kStagedLnBudget<Traits, Shape> ? 5
+    : Traits::kRmsNorm && !Traits::kResidualAdd && !Traits::kBlockScaled && Shape::kN >= 1 && Shape::kN <= 4 ? 3
+                                                                                                            : 2;
 
 template <typename Traits, typename Shape>
-__global__ void __launch_bounds__(kMaxCtaThreads, (kStagedMinBlocks<Traits, Shape>)) norm_fwd_staged_kernel(const FwdParams p) {
+__global__ void __launch_bounds__((kStagedMaxThreads<Traits, Shape>), (kStagedMinBlocks<Traits, Shape>)) norm_fwd_staged_kernel(const FwdParams p) {
   using W = typename Traits::Weight;
   using I = typename Traits::Input;
   using O = typename Traits::Output;

@@ -76,7 +76,8 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
     p.stage_weights = false;
     smem = plan.rows_per_cta * Layout::group_bytes(slice, false);
   }
-  if (smem > smem_limit || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
+  if (threads > kStagedMaxThreads<Traits, Shape> || smem > smem_limit ||
+      !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
     return false;
   }
   if (p.rows == 0) return true;
@@ -424,6 +425,8 @@ struct TunedFwd {
                      kPlan.threads_per_row * kPlan.rows_per_cta % kSm90WarpSize == 0),
                 "a block-scaled tuned plan is staged or pipelined, with whole blocks per group of "
                 "lanes and whole warps (the block's shuffles take every lane of a warp)");
+  static_assert(!kStaged || kPlan.threads_per_row * kPlan.rows_per_cta <= kStagedMaxThreads<Traits, Shape>,
+                "a staged tuned plan's CTA is within its kernel's launch bound (kStagedMaxThreads)");
   static_assert(
       !kPlan.dynamic_rows || (kPipelined && kPlan.ctas_per_row > 1),
       "dynamic_rows: the pipelined layout on clusters (one CTA per row always draws rows)");
