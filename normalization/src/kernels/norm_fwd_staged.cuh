@@ -60,8 +60,9 @@ __device__ __forceinline__ void stage_vec(V* smem, const V* gmem) {
 // LayerNorm's tuned rows of up to 4 vectors per thread hold gamma and beta from the start (32
 // registers at 4 bf16 vectors) and took all 64; at 40 ptxas spilled 60-72 bytes. They get 48
 // (ten 128-thread CTAs per SM where 64 gave eight), which bounds their CTAs to
-// kStagedLnMaxThreads threads (every such table line has at most 256: checked where the tuned
-// entries are instantiated, and the launcher refuses a larger CTA).
+// kStagedLnMaxThreads threads (every such table line has at most 256: a static_assert where the
+// tuned entries are instantiated; a tuned entry launches only its own plan, and the general
+// entry's shapes, kHidden 0, keep kMaxCtaThreads).
 template <typename Traits, typename Shape>
 inline constexpr bool kStagedLnBudget = !Traits::kRmsNorm && !Traits::kResidualAdd && !Traits::kBlockScaled &&
                                         Shape::kN >= 1 && Shape::kN <= 4 && Shape::kHidden > 0 && Shape::kG > 0;

@@ -76,8 +76,7 @@ bool launch_fwd_staged(const FwdArgs& args, const FwdPlan& plan, cudaStream_t st
     p.stage_weights = false;
     smem = plan.rows_per_cta * Layout::group_bytes(slice, false);
   }
-  if (threads > kStagedMaxThreads<Traits, Shape> || smem > smem_limit ||
-      !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
+  if (smem > smem_limit || !cluster_fits<kernel>(threads, smem, plan.ctas_per_row)) {
     return false;
   }
   if (p.rows == 0) return true;
