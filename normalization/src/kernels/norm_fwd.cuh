@@ -257,18 +257,18 @@ __device__ __forceinline__ void finish_output(const FwdParams& p, const OutputSc
 // Register budget: 64 per thread (1024 resident threads per SM) for rows held in up to 4
 // vectors per thread; up to 128 for 8 vectors, or streaming. (Measured on the H200: a
 // LayerNorm row of 4 vectors runs faster at 64 registers with a few spills than at 128.)
-// 40 (three 512-thread CTAs' worth) for the tuned RMSNorm lines (and LayerNorm's of a 16-bit x:
-// no spills there either) of 1 or 2 vectors per thread with an unscaled z of 16 or 32 bits, the
-// short rows (H200, bf16, best of 2 in two runs:
+// 40 (three 512-thread CTAs' worth) for the tuned RMSNorm lines of 1 or 2 vectors per thread
+// with an unscaled z of 16 or 32 bits, the short rows (H200, bf16, best of 2 in two runs:
 // 65536 x 128 13.41 -> 13.06 µs, 131072 x 256 39.10 -> 38.69; docs/perf/h200_2026-12-04_s39/).
 // Not for the others: at 40 the fused add's 2-vector lines ran 7-21% slower, LayerNorm with FP8
 // z at 128 9%, RMSNorm with FP8 z at 128-256 1%, and the general 2-vector kernels spill
-// (RMSNorm 80 bytes).
+// (RMSNorm 80 bytes). LayerNorm bf16 at 128 on RMSNorm's line (2 vectors, 8 threads, 64 rows,
+// persistent, 40 registers, no spill) ran 5% slower than its 4 x 4 x 16 line at 64 (65536 x 128:
+// 15.20 vs 14.46 µs, docs/perf/h200_2026-12-05_s46/).
 template <typename Traits, typename Shape>
 inline constexpr bool kFwdShortRowBudget =
-    Shape::kHidden > 0 && Shape::kN >= 1 && Shape::kN <= 2 &&
-    (Traits::kRmsNorm || sizeof(typename Traits::Input) == 2) && !Traits::kResidualAdd &&
-    !kIsFp8<typename Traits::Output>;
+    Shape::kHidden > 0 && Shape::kN >= 1 && Shape::kN <= 2 && Traits::kRmsNorm &&
+    !Traits::kResidualAdd && !kIsFp8<typename Traits::Output>;
 template <typename Traits, typename Shape>
 inline constexpr int kFwdMinBlocks = kFwdShortRowBudget<Traits, Shape>  ? 3
                                      : Shape::kN >= 1 && Shape::kN <= 4 ? 2
