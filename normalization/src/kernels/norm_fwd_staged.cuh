@@ -302,7 +302,8 @@ __global__ void __launch_bounds__((kStagedMaxThreads<Traits, Shape>), (kStagedMi
         }
         // (Unpacked word by word: element by element, a bf16 pair's upper half took a
         // permute and a shift where a mask does.)
-        float xf[kVec], gf[kVec], bf[kVec];
+        float xf[kVec], gf[kVec];
+        [[maybe_unused]] float bf[kVec];
         unpack_floats(xs[s], xf);
         unpack_floats(g, gf);
         if constexpr (!kRms) unpack_floats(bt, bf);
