@@ -142,7 +142,10 @@ struct OutputScale {
 // in one fma. (x - mean) is rounded before the product, as TE does:
 // the one-fma form x * rsigma - mean * rsigma saves an instruction per element but is off by
 // up to 2^-24 |mean| rsigma, visible where a row is (nearly) constant and rsigma is
-// 1 / sqrt(eps) (a row of 100s: 2^-24 * 100 * 316 = 0.002, where z should be beta).
+// 1 / sqrt(eps) (a row of 100s: 2^-24 * 100 * 316 = 0.002, where z should be beta). Block-
+// scaled z does not hide it: a block's step follows its own values, so a block of beta near 0
+// would encode the error. (On the staged block-scaled LayerNorm lines it measured 1-4% faster,
+// H200 session 46, docs/perf/h200_2026-12-05_s46/; kept out for this reason.)
 // With kShift, `shift` is what is added to gamma: 1 (with_gamma_shift's zero-centered path), or
 // a run-time 0 or 1 where one loop serves both (the registers and pipelined kernels: two
 // copies of the output loop spilled at 64 registers, 24-116 bytes in their 2- and 4-vector

@@ -55,11 +55,13 @@ __device__ __forceinline__ void stage_vec(V* smem, const V* gmem) {
 // registers (two 512-thread CTAs) the tuned RMSNorm rows of up to 4 vectors per thread took 46,
 // and registers capped residency below what shared memory allows (ncu on the H200, 8192 x 7168
 // bf16, 224 threads: 5 CTAs per SM by registers, 8 by shared memory, DRAM at 77% of peak). Those
-// kernels get 40 (three 512-thread CTAs' worth); LayerNorm, the fused add and block-scaled z
-// hold more per vector and keep 64.
+// kernels get 40 (three 512-thread CTAs' worth); the fused add and block-scaled z hold more per
+// vector and keep 64.
 // LayerNorm's tuned rows of up to 4 vectors per thread hold gamma and beta from the start (32
 // registers at 4 bf16 vectors) and took all 64; at 40 ptxas spilled 60-72 bytes. They get 48
-// (ten 128-thread CTAs per SM where 64 gave eight), which bounds their CTAs to
+// (ten 128-thread CTAs per SM where 64 gave eight; H200, best of 2, docs/perf/
+// h200_2026-12-05_s46/: with FP8 z 0.93-0.95 of the time at 4096x4096 .. 32768x8192, with a
+// bf16 z unmoved, one row of FP8 z per call in a graph 2.01 -> 2.37 us), which bounds their CTAs to
 // kStagedLnMaxThreads threads (every such table line has at most 256: a static_assert where the
 // tuned entries are instantiated; a tuned entry launches only its own plan, and the general
 // entry's shapes, kHidden 0, keep kMaxCtaThreads).
@@ -282,11 +284,6 @@ __global__ void __launch_bounds__((kStagedMaxThreads<Traits, Shape>), (kStagedMi
     constexpr bool kFoldNvfp4 = Shape::kC == 1;
     // RMSNorm there: the values x * gamma, rsigma in the block's multiplier (block_codes).
     constexpr bool kRowScale = kRms && kFoldNvfp4;
-    // LayerNorm there: x * rsigma - mean * rsigma in one FFMA where (x - mean) * rsigma took an
-    // FADD and an FMUL (z of 4 or 8 bits, where the fp32 difference, about |mean| * rsigma *
-    // 2^-24, is far below a code's step). H200, bf16, best of 2: NVFP4 0.97-0.99 of the time,
-    // MXFP4 0.96-0.98, FP8 1x128 0.97-1.00, MXFP8 0.985-1.00 (docs/perf/h200_2026-12-05_s46/).
-    const float centre = -mean * rsigma;
     auto blocks = [&](auto staged_weights, auto shift) {
       const NormValue<kRms, decltype(shift)::value> norm(mean, kRowScale ? 1.f : rsigma);
       auto values = [&](int i, int v, float(&y)[kVec]) {
@@ -302,20 +299,12 @@ __global__ void __launch_bounds__((kStagedMaxThreads<Traits, Shape>), (kStagedMi
         }
         // (Unpacked word by word: element by element, a bf16 pair's upper half took a
         // permute and a shift where a mask does.)
-        float xf[kVec], gf[kVec];
-        [[maybe_unused]] float bf[kVec];
+        float xf[kVec], gf[kVec], bf[kVec];
         unpack_floats(xs[s], xf);
         unpack_floats(g, gf);
         if constexpr (!kRms) unpack_floats(bt, bf);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          if constexpr (kRms) {
-            y[k] = norm(xf[k], gf[k], 0.f);
-          } else {
-            const float gs = decltype(shift)::value ? gf[k] + norm.shift : gf[k];
-            y[k] = fmaf(fmaf(xf[k], rsigma, centre), gs, bf[k]);
-          }
-        }
+        for (int k = 0; k < kVec; ++k) y[k] = norm(xf[k], gf[k], kRms ? 0.f : bf[k]);
       };
       store_block_scaled_part<Traits, kVec, Shape::kN, kExact, kFoldNvfp4, kRowScale>(
           p, quant, row, row_ok, hidden, G, N, vec_of(0), values, rsigma);
