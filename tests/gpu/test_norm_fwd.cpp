@@ -341,6 +341,33 @@ TEST_F(NormFwdGpu, LayerNormOfAConstantRowIsBeta) {
       run_fwd(c);
     }
   }
+  // Per-tensor FP8 z: the codes of beta * scale, every one (the block-scaled formats:
+  // BlockScaledLayerNormOfAConstantRowIsBeta).
+  for (DType o : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    for (size_t hidden : {size_t{4096}, size_t{7168}, size_t{777}, size_t{65536}}) {
+      FwdCase c;
+      c.norm = NormType::kLayerNorm;
+      c.otype = o;
+      c.hidden = hidden;
+      c.rows = hidden > 10000 ? 2 : 5;
+      c.x_mean = 100.0;
+      c.x_stddev = 0.0;
+      const FwdResult r = run_fwd(c);
+      const HostArray beta = case_beta(c);
+      HostArray code(o, 1);
+      double beta_amax = 0;
+      for (size_t i = 0; i < c.hidden; ++i) beta_amax = std::max(beta_amax, std::fabs(beta.get(i)));
+      size_t wrong = 0;
+      for (size_t i = 0; i < c.rows * c.hidden && wrong < 5; ++i) {
+        code.set(0, beta.get(i % c.hidden) * c.fp8_scale);
+        if (r.z.get(i) != code.get(0)) {
+          ADD_FAILURE() << c.describe() << ": z[" << i << "] = " << r.z.get(i) << ", want " << code.get(0);
+          ++wrong;
+        }
+      }
+      EXPECT_EQ(r.amax.get(0), beta_amax) << c.describe() << ": amax is beta's";
+    }
+  }
 }
 
 TEST_F(NormFwdGpu, FusedAddInAndOutOfPlace) {
@@ -998,6 +1025,27 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
 // offset of its scale), E equal to the reference's except where the block's amax / fp8_max
 // is within rounding of a power of two (one step), and each code, taken with the kernel's E,
 // equal to the reference's except at midpoint straddles. Counts what it saw in `tally`.
+// Rows of one value (LayerNormOfAConstantRowIsBeta and its quantized forms): x - mean is then
+// exactly 0 and z exactly beta, so a quantized z holds exactly beta's codes and scales. beta
+// comes in runs of 128 elements: exactly zero, tiny (about 1e-4) and of order 1, so that every
+// block-scaled format has blocks of each kind; a block of zeros or of tiny values takes its
+// scale from them, so an output stage off by even 2^-24 |mean| rsigma (0.002 here, the
+// one-FMA form x * rsigma - mean * rsigma) would show there as codes far from beta's.
+inline constexpr double kConstantRowValue = 100.0;
+HostArray constant_array(DType t, size_t n, double value) {
+  HostArray a(t, n);
+  for (size_t i = 0; i < n; ++i) a.set(i, value);
+  return a;
+}
+HostArray constant_row_beta(DType t, size_t hidden, uint32_t seed) {
+  HostArray b = random_array(t, hidden, seed, 0.0, 0.5);
+  for (size_t i = 0; i < hidden; ++i) {
+    if (i / 128 % 4 == 0) b.set(i, 0.0);
+    if (i / 128 % 4 == 1) b.set(i, b.get(i) * 0x1p-13);
+  }
+  return b;
+}
+
 struct MxTally {
   size_t scale_diffs = 0, flips = 0, wrong = 0, blocks = 0, codes = 0;
 };
@@ -1076,12 +1124,14 @@ struct MxCase {
   bool zero_centered;
   bool in_place = false;  // fused add: residual_out is residual
   int sms = 0;            // multiprocessorCount (0: the device's; 1: several tiles per CTA of narrow rows)
+  bool constant_rows = false;  // x = kConstantRowValue everywhere, beta constant_row_beta's
 
   std::string describe(bool columnwise) const {
     return detail::concat(norm == NormType::kLayerNorm ? "LayerNorm" : "RMSNorm", add ? "+add " : " ", rows, "x",
                           hidden, " ", dtype_name(t), " -> mxfp8 ", dtype_name(o),
                           columnwise ? " rowwise+columnwise" : "", swizzled ? " swizzled" : " compact",
-                          in_place ? " in place" : "", sms ? detail::concat(" on ", sms, " SMs") : std::string());
+                          in_place ? " in place" : "", sms ? detail::concat(" on ", sms, " SMs") : std::string(),
+                          constant_rows ? " constant rows" : "");
   }
 };
 struct MxRun {
@@ -1094,9 +1144,11 @@ MxRun run_mx(const MxCase& k, bool columnwise, uint32_t seed) {
   const size_t n = k.rows * k.hidden;
   const bool ln = k.norm == NormType::kLayerNorm;
   const DType f32 = DType::kFloat32;
-  const HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0),
+  const HostArray x = k.constant_rows ? constant_array(k.t, n, kConstantRowValue)
+                                      : random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0),
                   res = random_array(k.t, n, seed + 1), g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
-                  b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
+                  b = k.constant_rows ? constant_row_beta(k.t, k.hidden, seed + 3)
+                                      : random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
   MxRun r;
   r.srows = static_cast<size_t>(mx_scale_rows(static_cast<int64_t>(k.rows)));
   r.scols = static_cast<size_t>(mx_scale_cols(static_cast<int64_t>(k.hidden)));
@@ -1347,6 +1399,7 @@ struct BlockCase {
       false;  // every third 32 elements of each row of x zero (RMSNorm: all-zero blocks of z)
   // The general kernel with this layout (the plan override), or the call's own choice.
   std::optional<FwdPlan> plan = std::nullopt;
+  bool constant_rows = false;  // x = kConstantRowValue everywhere, beta constant_row_beta's
 
   std::string describe() const {
     return detail::concat(
@@ -1360,7 +1413,7 @@ struct BlockCase {
         own_col_amax ? " column-wise amax 2x" : "",
         sms ? detail::concat(" on ", sms, " SMs") : std::string(),
         nan_row < rows ? detail::concat(" NaN in row ", nan_row) : std::string(),
-        zero_blocks ? " zero blocks" : "",
+        zero_blocks ? " zero blocks" : "", constant_rows ? " constant rows" : "",
         plan ? detail::concat(" ", config_string(*plan)) : std::string());
   }
 };
@@ -1396,10 +1449,12 @@ BlockRun run_block(const BlockCase& k, uint32_t seed) {
   const size_t n = k.rows * k.hidden;
   const bool ln = k.norm == NormType::kLayerNorm;
   const DType f32 = DType::kFloat32;
-  HostArray x = random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0);
+  HostArray x = k.constant_rows ? constant_array(k.t, n, kConstantRowValue)
+                                : random_array(k.t, n, seed + static_cast<uint32_t>(k.hidden), ln ? 0.5 : 0.0);
   const HostArray res = random_array(k.t, n, seed + 1),
                   g = random_array(k.t, k.hidden, seed + 2, k.zero_centered ? 0.0 : 1.0, 0.2),
-                  b = random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
+                  b = k.constant_rows ? constant_row_beta(k.t, k.hidden, seed + 3)
+                                      : random_array(k.t, k.hidden, seed + 3, 0.0, 0.5);
   if (k.nan_row < k.rows) x.set(k.nan_row * k.hidden + k.hidden / 3, std::nan(""));
   if (k.zero_blocks) {
     for (size_t i = 0; i < n; ++i) {
@@ -1614,6 +1669,10 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
     }
   }
   expect_block_tally(m, tally, r.scales, written, "row-wise");
+  if (k.constant_rows) {  // z is beta exactly, in fp32 as in fp64: no code or scale may differ
+    EXPECT_EQ(tally.flips, 0u) << "codes one step from beta's";
+    EXPECT_EQ(tally.scale_diffs, 0u) << "scales one step from beta's";
+  }
   expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
   const char* tag = m == ScalingMode::kNvfp4_1D ? "_nvfp4_" : m == ScalingMode::kMxfp4_1D ? "_mxfp4_" : "_block1d_";
   EXPECT_THAT(r.kernel.name, HasSubstr(tag)) << "the block-scaled kernel of z's format";
@@ -1911,6 +1970,82 @@ TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
       } else {
         EXPECT_EQ(r.scales.raw[at], 0) << blk;
       }
+    }
+  }
+}
+
+// LayerNormOfAConstantRowIsBeta with every quantized z: rows of one value (x = 100, so
+// rsigma = 1 / sqrt(eps) = 316), beta in runs of zeros, of tiny values and of values of order 1
+// (constant_row_beta). z is beta exactly, so its codes and scales must be beta's with no flip
+// and no scale one step off; a block of zeros or of tiny values would encode an output stage's
+// rounding error (x * rsigma - mean * rsigma in one FMA is off by 2^-24 * 100 * 316 = 0.002
+// there) as codes of +-6 or of the wrong sign. NVFP4 (global amax of the data, and none),
+// MXFP4, 1x128 FP8 (a partial last block) and MXFP8 row-wise and column-wise, on tuned lines
+// (bf16 4096, 7168: staged), the general kernel (2080, 1056, 2064) and long rows over a
+// cluster or the pipelined layout (32768, 65536); zero-centered gamma; mu exactly 100.
+TEST_F(NormFwdGpu, BlockScaledLayerNormOfAConstantRowIsBeta) {
+  const DType f4 = DType::kFloat4E2M1, e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2, bf = DType::kBFloat16,
+              hf = DType::kFloat16, f32 = DType::kFloat32;
+  const ScalingMode nv = ScalingMode::kNvfp4_1D, m4 = ScalingMode::kMxfp4_1D, b1 = ScalingMode::kBlock1D;
+  const NormType ln = NormType::kLayerNorm;
+  using A = BlockCase::Amax;
+  auto constant = [](BlockCase k) {
+    k.constant_rows = true;
+    return k;
+  };
+  auto expect_mu = [](const HostArray& mu, size_t rows) {
+    for (size_t row = 0; row < rows; ++row) EXPECT_EQ(mu.get(row), kConstantRowValue) << "mu of row " << row;
+  };
+  for (const BlockCase& k : {constant({ln, false, bf, f4, nv, 5, 4096, true, false, A::kFromData}),
+                             constant({ln, false, bf, f4, nv, 5, 7168, false, false, A::kNone}),
+                             constant({ln, false, hf, f4, nv, 5, 2080, true, true, A::kFromData}),
+                             constant({ln, false, bf, f4, nv, 2, 65536, true, false, A::kFromData}),
+                             constant({ln, false, bf, f4, m4, 5, 4096, true, false}),
+                             constant({ln, false, f32, f4, m4, 5, 1056, false, false}),
+                             constant({ln, false, bf, f4, m4, 2, 32768, true, true}),
+                             constant({ln, false, bf, e4, b1, 5, 4096, false, false}),
+                             constant({ln, false, hf, e5, b1, 5, 2064, false, true}),
+                             constant({ln, false, bf, e4, b1, 2, 65648, false, false})}) {
+    SCOPED_TRACE(k.describe());
+    const BlockRun r = run_block(k, 89);
+    expect_block_output(k, r);
+    expect_mu(r.mu, k.rows);
+    if (HasFailure()) return;
+  }
+  for (const bool columnwise : {false, true}) {
+    for (MxCase k : {MxCase{ln, false, bf, e4, 64, 4096, true, false}, MxCase{ln, false, hf, e5, 40, 2080, false, true},
+                     MxCase{ln, false, bf, e4, 33, 32768, true, false}}) {
+      k.constant_rows = true;
+      SCOPED_TRACE(k.describe(columnwise));
+      const MxRun r = run_mx(k, columnwise, 97);
+      MxTally tally, cols_tally;
+      std::vector<bool> written(r.srows * r.scols, false), cwritten(r.crows * r.ccols, false);
+      check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
+      expect_mx_tally(tally, r.scales, written, "row-wise");
+      if (columnwise) {
+        // Column c of z is beta[c] in every row: each column block's codes and scale are those
+        // of beta[c] alone (the layout of the column-wise scales: Mxfp8OutputRowwiseAndColumnwise).
+        std::vector<size_t> elems;
+        for (size_t rb = 0; rb * kMxBlock < k.rows; ++rb) {
+          for (size_t c = 0; c < k.hidden; ++c) {
+            elems.clear();
+            for (size_t row = rb * kMxBlock; row < std::min(k.rows, (rb + 1) * kMxBlock); ++row) {
+              elems.push_back(row * k.hidden + c);
+            }
+            const size_t at = static_cast<size_t>(mx_colwise_scale_offset(
+                static_cast<int64_t>(rb), static_cast<int64_t>(c), static_cast<int64_t>(k.rows),
+                static_cast<int64_t>(k.hidden), k.swizzled));
+            check_mx_block(r.want.z, r.zc, r.cscales, k.o, elems, at, cwritten, cols_tally,
+                           detail::concat("column ", c, " row block ", rb));
+          }
+        }
+        expect_mx_tally(cols_tally, r.cscales, cwritten, "column-wise");
+      }
+      EXPECT_EQ(tally.flips + cols_tally.flips, 0u) << "codes one step from beta's";
+      EXPECT_EQ(tally.scale_diffs + cols_tally.scale_diffs, 0u) << "scales one step from beta's";
+      expect_mx_side_outputs(k, r);
+      expect_mu(r.mu, k.rows);
+      if (HasFailure()) return;
     }
   }
 }
