@@ -1619,7 +1619,7 @@ void check_scaled_block(ScalingMode m, DType o, const std::vector<double>& want,
 
 // The tally's bounds and the scale tensor's padding (poisoned with 0xFF) left as it was.
 void expect_block_tally(ScalingMode m, const MxTally& tally, const HostArray& scales, const std::vector<bool>& written,
-                        const char* what) {
+                        const char* what, bool bound_flips = true) {
   SCOPED_TRACE(what);
   EXPECT_EQ(tally.wrong, 0u);
   EXPECT_LE(tally.scale_diffs, std::max<size_t>(2, tally.blocks / 1000));
@@ -1633,7 +1633,7 @@ void expect_block_tally(ScalingMode m, const MxTally& tally, const HostArray& sc
   // (Each flip is checked to be within midpoint_straddle's window: a code as close as the
   // reference's.)
   const size_t flip_share = m == ScalingMode::kBlock1D ? 2000 : 10000;
-  EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
+  if (bound_flips) EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
   const size_t width = block_scale_dtype(m) == DType::kFloat32 ? 4 : 1;
   size_t padding_touched = 0;
   for (size_t i = 0; i < written.size(); ++i) {
@@ -1668,9 +1668,17 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
                          detail::concat("row ", row, " block ", blk));
     }
   }
-  expect_block_tally(m, tally, r.scales, written, "row-wise");
-  if (k.constant_rows) {  // z is beta exactly, in fp32 as in fp64: no code or scale may differ
-    EXPECT_EQ(tally.flips, 0u) << "codes one step from beta's";
+  // Constant rows: z is beta exactly, in fp32 as in fp64, so no scale may differ from beta's,
+  // nor, where a block's multiplier is a power of two (MXFP4: exact products), any code. NVFP4's
+  // and 1x128 FP8's multipliers are not: the product that TransformerEngine rounds to fp32 before
+  // the conversion may land on the other side of a midpoint than the exact one, and bf16 beta's
+  // short mantissas put many exact products next to a midpoint (H100, session 47: 21 of 7168
+  // NVFP4 codes, in every row). Each such code is still checked (midpoint_straddle); their count,
+  // bounded for random values, is not.
+  const bool exact_products = m == ScalingMode::kMxfp4_1D;
+  expect_block_tally(m, tally, r.scales, written, "row-wise", !k.constant_rows || exact_products);
+  if (k.constant_rows) {
+    if (exact_products) EXPECT_EQ(tally.flips, 0u) << "codes one step from beta's";
     EXPECT_EQ(tally.scale_diffs, 0u) << "scales one step from beta's";
   }
   expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
@@ -1976,8 +1984,9 @@ TEST_F(NormFwdGpu, BlockScaledOutputOfANanRow) {
 
 // LayerNormOfAConstantRowIsBeta with every quantized z: rows of one value (x = 100, so
 // rsigma = 1 / sqrt(eps) = 316), beta in runs of zeros, of tiny values and of values of order 1
-// (constant_row_beta). z is beta exactly, so its codes and scales must be beta's with no flip
-// and no scale one step off; a block of zeros or of tiny values would encode an output stage's
+// (constant_row_beta). z is beta exactly, so its scales must be beta's with none one step off,
+// and its codes beta's (MXFP4, MXFP8: every one; NVFP4, 1x128 FP8: but for the midpoints of the
+// fp32 product, expect_block_output); a block of zeros or of tiny values would encode an output stage's
 // rounding error (x * rsigma - mean * rsigma in one FMA is off by 2^-24 * 100 * 316 = 0.002
 // there) as codes of +-6 or of the wrong sign. NVFP4 (global amax of the data, and none),
 // MXFP4, 1x128 FP8 (a partial last block) and MXFP8 row-wise and column-wise, on tuned lines
@@ -2010,7 +2019,6 @@ TEST_F(NormFwdGpu, BlockScaledLayerNormOfAConstantRowIsBeta) {
     const BlockRun r = run_block(k, 89);
     expect_block_output(k, r);
     expect_mu(r.mu, k.rows);
-    if (HasFailure()) return;
   }
   for (const bool columnwise : {false, true}) {
     for (MxCase k : {MxCase{ln, false, bf, e4, 64, 4096, true, false}, MxCase{ln, false, hf, e5, 40, 2080, false, true},
@@ -2045,7 +2053,6 @@ TEST_F(NormFwdGpu, BlockScaledLayerNormOfAConstantRowIsBeta) {
       EXPECT_EQ(tally.scale_diffs + cols_tally.scale_diffs, 0u) << "scales one step from beta's";
       expect_mx_side_outputs(k, r);
       expect_mu(r.mu, k.rows);
-      if (HasFailure()) return;
     }
   }
 }
