@@ -126,7 +126,36 @@ struct RowStats {
     const float m = __fdividef(a, count);  // count: a small integer (see MeanVarOp)
     return {{count, shift + m, fmaxf(b - a * m, 0.f)}};
   }
+  // (mean, V) for equal_count_mean_var, V the mean squared deviation; inv_count: 1 / count,
+  // a constant of the layout. (No elements: (0, 0).)
+  __device__ __forceinline__ Floats<2> to_mean_v(float inv_count) const {
+    const float m = a * inv_count;
+    return {{shift + m, fmaxf(b - a * m, 0.f) * inv_count}};
+  }
 };
+
+// Whether every thread of a row holds as many elements as every other (then LayerNorm's row
+// statistics merge by equal_count_mean_var): a tuned line (hidden size, threads per row,
+// vectors per thread and CTAs per row constants) whose layout covers the row exactly.
+template <typename Shape>
+inline constexpr bool kEqualRowCounts = Shape::kHidden > 0 && Shape::kG > 0 && Shape::kN > 0 && Shape::kC > 0 &&
+                                        Shape::kHidden == Shape::kC * Shape::kG * Shape::kN * Shape::kVec;
+
+// LayerNorm's row statistics (count, mean, M2) over the `group` threads of a row (and `cluster`
+// CTAs, as group_reduce): where every thread holds Shape::kN vectors (kEqualRowCounts), merged
+// by equal_count_mean_var, with no reciprocal on the butterfly's steps: H200, bf16, session 47,
+// docs/perf/h200_2026-12-05_s47/; else by MeanVarOp.
+template <typename Shape>
+__device__ __forceinline__ Floats<3> row_mean_var(const RowStats<false>& stats, int group, int cluster,
+                                                  ReduceSmem<3>& smem, int& phase) {
+  if constexpr (kEqualRowCounts<Shape>) {
+    constexpr int kCount = Shape::kN * Shape::kVec;
+    return equal_count_mean_var(stats.to_mean_v(1.f / kCount), static_cast<float>(kCount), group, cluster, smem,
+                                phase);
+  } else {
+    return group_reduce(stats.to_mean_var(), MeanVarOp{}, group, cluster, smem, phase);
+  }
+}
 
 // What the output stage needs besides the statistics: the FP8 scale and this thread's
 // running max |value| (FP8 z: of the values before scaling; a high-precision z with an amax
@@ -399,7 +428,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kFwdMinBlocks<Traits, Shape>)
       const Floats<1> sum = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, C, smem, phase);
       rsigma = rsqrtf(sum.v[0] * inv_hidden + p.epsilon);
     } else {
-      const Floats<3> mv = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, C, smem, phase);
+      const Floats<3> mv = row_mean_var<Shape>(stats, G, C, smem, phase);
       mean = mv.v[1];
       rsigma = rsqrtf(mv.v[2] * inv_hidden + p.epsilon);
     }

@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     if constexpr (kRms) {
       part = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, 1, smem, phase);
     } else {
-      part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
+      part = row_mean_var<Shape>(stats, G, 1, smem, phase);
     }
     // (Dynamic schedule: the reduction's CTA barrier orders the drawer's write of next_slot
     // before every thread's read; a one-warp CTA syncs its lanes instead.)

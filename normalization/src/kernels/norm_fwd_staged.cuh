@@ -226,7 +226,7 @@ __global__ void __launch_bounds__((kStagedMaxThreads<Traits, Shape>), (kStagedMi
   if constexpr (kRms) {
     part = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, 1, smem, phase);
   } else {
-    part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
+    part = row_mean_var<Shape>(stats, G, 1, smem, phase);
   }
   if (C > 1) {
     if (threadIdx.x == 0) platform::mbarrier_arrive_expect_tx(&exchange_bar, C * K * sizeof(float));

@@ -86,26 +86,13 @@ __device__ __forceinline__ Floats<K> butterfly(Floats<K> s, Op op, int width, in
   return s;
 }
 
-// Reduces s with op over the `group` consecutive threads (a power of two up to the warp size,
-// or a multiple of it); every thread of the group gets the result. With `cluster` > 1 CTAs
-// (each holding a part of the row; the group is then the whole CTA) it spans the cluster:
-// the kernel must then call platform::cluster_arrive_relaxed() on entry, before the first
-// reduction, and cluster_exit() before it returns.
-// `phase` counts this CTA's reductions so far, identically in all its threads. op(lo, hi)
-// always gets the lower-numbered partial first.
-// `barrier`: 0, a group wider than a warp waits with the whole CTA (__syncthreads; every group
-// of the CTA reduces at once); else named barrier `barrier` of the group's threads alone
-// (platform::group_barrier: groups reduce independently; `phase` then counts this group's
-// reductions, cluster must be 1).
+// group_reduce's steps past its first butterfly (each lane holding its warp's run of the
+// group): the group's warps (group > kWarp), then the cluster (cluster > 1), with op; `buf` the
+// reduction's buffer (phase & 1, phase counted past it).
 template <int K, typename Op>
-__device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group, int cluster,
-                                                  ReduceSmem<K>& smem, int& phase, int barrier = 0) {
+__device__ __forceinline__ Floats<K> reduce_warps_and_cluster(Floats<K> s, Op op, int group, int cluster,
+                                                              ReduceSmem<K>& smem, int buf, int phase, int barrier) {
   const int lane = threadIdx.x % kWarp;
-  s = butterfly<kWarp>(s, op, group < kWarp ? group : kWarp, lane);
-  if (group <= kWarp && cluster == 1) return s;
-
-  const int buf = phase & 1;
-  ++phase;
   if (group > kWarp) {
     const int warp = threadIdx.x / kWarp;
     if (lane == 0) {
@@ -159,6 +146,83 @@ __device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group,
     }
   }
   return s;
+}
+
+// Reduces s with op over the `group` consecutive threads (a power of two up to the warp size,
+// or a multiple of it); every thread of the group gets the result. With `cluster` > 1 CTAs
+// (each holding a part of the row; the group is then the whole CTA) it spans the cluster:
+// the kernel must then call platform::cluster_arrive_relaxed() on entry, before the first
+// reduction, and cluster_exit() before it returns.
+// `phase` counts this CTA's reductions so far, identically in all its threads. op(lo, hi)
+// always gets the lower-numbered partial first.
+// `barrier`: 0, a group wider than a warp waits with the whole CTA (__syncthreads; every group
+// of the CTA reduces at once); else named barrier `barrier` of the group's threads alone
+// (platform::group_barrier: groups reduce independently; `phase` then counts this group's
+// reductions, cluster must be 1).
+template <int K, typename Op>
+__device__ __forceinline__ Floats<K> group_reduce(Floats<K> s, Op op, int group, int cluster,
+                                                  ReduceSmem<K>& smem, int& phase, int barrier = 0) {
+  const int lane = threadIdx.x % kWarp;
+  s = butterfly<kWarp>(s, op, group < kWarp ? group : kWarp, lane);
+  if (group <= kWarp && cluster == 1) return s;
+  const int buf = phase & 1;
+  ++phase;
+  return reduce_warps_and_cluster(s, op, group, cluster, smem, buf, phase, barrier);
+}
+
+// (mean, V) partials of equal counts, V the mean squared deviation from the mean: merged,
+//   mean = (mean_a + mean_b) / 2,   V = (V_a + V_b) / 2 + ((mean_b - mean_a) / 2)^2,
+// Chan et al.'s formula (MeanVarOp) with na = nb, as V = M2 / n. No count and no reciprocal
+// on the critical path (MeanVarOp's nb / n is a MUFU.RCP on every butterfly step), one value
+// fewer to shuffle, and commutative bit for bit (a sum, and a square of a difference whose
+// sign does not matter), so a step needs no ordering of its operands. Only where every
+// partial of a step has as many elements as the other: no identity.
+struct EqualMeanVarOp {
+  static constexpr bool kCommutative = true;
+  __device__ __forceinline__ Floats<2> operator()(const Floats<2>& a, const Floats<2>& b) const {
+    const float h = (b.v[0] - a.v[0]) * 0.5f;
+    return {{(a.v[0] + b.v[0]) * 0.5f, fmaf(h, h, (a.v[1] + b.v[1]) * 0.5f)}};
+  }
+};
+
+// LayerNorm's statistics over a group where every thread holds `count` elements: s = (mean, V)
+// of the thread's (with count 0, (0, 0): a group past the last row, whole). EqualMeanVarOp over
+// the warp's lanes, and over the group's warps where their number is a power of two; then (n,
+// mean, M2) as group_reduce(..., MeanVarOp{}, ...) returns them, through MeanVarOp for the
+// other warp counts and the cluster.
+__device__ __forceinline__ Floats<3> equal_count_mean_var(Floats<2> s, float count, int group, int cluster,
+                                                          ReduceSmem<3>& smem, int& phase, int barrier = 0) {
+  const int lane = threadIdx.x % kWarp;
+  const int width = group < kWarp ? group : kWarp;
+  s = butterfly<kWarp>(s, EqualMeanVarOp{}, width, lane);
+  float n = count * static_cast<float>(width);
+  if (group > kWarp && cluster == 1 && (group / kWarp & (group / kWarp - 1)) == 0) {
+    // A power of two of warps: their partials through the same op (smem.warp_parts' first
+    // two values; no lane takes an identity), one barrier.
+    const int buf = phase & 1;
+    ++phase;
+    const int warp = threadIdx.x / kWarp;
+    if (lane == 0) {
+      smem.warp_parts[buf][warp][0] = s.v[0];
+      smem.warp_parts[buf][warp][1] = s.v[1];
+    }
+    if (barrier == 0) {
+      __syncthreads();
+    } else {
+      platform::group_barrier(barrier, group);
+    }
+    const int warps_per_group = group / kWarp;
+    const int w = (warp / warps_per_group) * warps_per_group + (lane & (warps_per_group - 1));
+    s = butterfly<kMaxWarpsPerCta>(Floats<2>{{smem.warp_parts[buf][w][0], smem.warp_parts[buf][w][1]}},
+                                   EqualMeanVarOp{}, warps_per_group, lane);
+    n = count * static_cast<float>(group);
+    return {{n, s.v[0], s.v[1] * n}};
+  }
+  const Floats<3> r{{n, s.v[0], s.v[1] * n}};
+  if (group <= kWarp && cluster == 1) return r;
+  const int buf = phase & 1;
+  ++phase;
+  return reduce_warps_and_cluster(r, MeanVarOp{}, group, cluster, smem, buf, phase, barrier);
 }
 
 // What a kernel whose CTAs reduced across a cluster does before it returns: if it made no
