@@ -1633,7 +1633,9 @@ void expect_block_tally(ScalingMode m, const MxTally& tally, const HostArray& sc
   // (Each flip is checked to be within midpoint_straddle's window: a code as close as the
   // reference's.)
   const size_t flip_share = m == ScalingMode::kBlock1D ? 2000 : 10000;
-  if (bound_flips) EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
+  if (bound_flips) {
+    EXPECT_LE(tally.flips, std::max<size_t>(4, tally.codes / flip_share));
+  }
   const size_t width = block_scale_dtype(m) == DType::kFloat32 ? 4 : 1;
   size_t padding_touched = 0;
   for (size_t i = 0; i < written.size(); ++i) {
@@ -1678,7 +1680,9 @@ void expect_block_output(const BlockCase& k, const BlockRun& r) {
   const bool exact_products = m == ScalingMode::kMxfp4_1D;
   expect_block_tally(m, tally, r.scales, written, "row-wise", !k.constant_rows || exact_products);
   if (k.constant_rows) {
-    if (exact_products) EXPECT_EQ(tally.flips, 0u) << "codes one step from beta's";
+    if (exact_products) {
+      EXPECT_EQ(tally.flips, 0u) << "codes one step from beta's";
+    }
     EXPECT_EQ(tally.scale_diffs, 0u) << "scales one step from beta's";
   }
   expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
