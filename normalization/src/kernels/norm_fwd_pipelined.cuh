@@ -210,7 +210,11 @@ __global__ void __launch_bounds__(kMaxCtaThreads, (kPipelinedMinBlocks<Traits, S
     if constexpr (kRms) {
       part = group_reduce(Floats<1>{{stats.a}}, AddOp{}, G, 1, smem, phase);
     } else {
-      part = row_mean_var<Shape>(stats, G, 1, smem, phase);
+      // (MeanVarOp even on a tuned line covering its row exactly: row_mean_var's equal-count
+      // merge measured neutral or slower here, H100, session 47: LayerNorm MXFP8 8192x32768
+      // 304.2 -> 319.7 us, ptxas giving the kernel 80 registers where it had 127; FP8 1024x262144
+      // 1.017x; a bf16 z 0.99-1.00x.)
+      part = group_reduce(stats.to_mean_var(), MeanVarOp{}, G, 1, smem, phase);
     }
     // (Dynamic schedule: the reduction's CTA barrier orders the drawer's write of next_slot
     // before every thread's read; a one-warp CTA syncs its lanes instead.)
