@@ -317,55 +317,52 @@ TEST_F(NormFwdGpu, ZeroCenteredGamma) {
 // (~20) and gamma (< 2); four of those, 1e-3 on values of order 1, still fail a variance taken
 // as E[x^2] - E[x]^2 (fp32's rounding of E[x^2] = 10^4 is 40% of the variance, 0.0025).
 TEST_F(NormFwdGpu, LayerNormOfAConstantRowIsBeta) {
+  // z of x's type (kWide) and per-tensor FP8 (the codes of beta * scale; the block-scaled
+  // formats: BlockScaledLayerNormOfAConstantRowIsBeta).
+  struct Case {
+    DType t, o;
+    size_t hidden;
+  };
+  std::vector<Case> all;
   for (DType t : kWide) {
-    for (size_t hidden : {size_t{4096}, size_t{777}, size_t{262144}}) {
-      FwdCase c;
-      c.norm = NormType::kLayerNorm;
-      c.wtype = c.itype = c.otype = t;
-      c.hidden = hidden;
-      c.rows = hidden > 100000 ? 2 : 5;
-      c.x_mean = 100.0;
-      c.x_stddev = 0.0;
-      const FwdResult r = run_fwd(c);
-      const HostArray beta = case_beta(c);
-      size_t wrong = 0;
-      for (size_t i = 0; i < c.rows * c.hidden && wrong < 5; ++i) {
-        if (r.z.get(i) != beta.get(i % c.hidden)) {
-          ADD_FAILURE() << c.describe() << ": z[" << i << "] = " << r.z.get(i) << ", beta " << beta.get(i % c.hidden);
-          ++wrong;
-        }
+    for (size_t hidden : {size_t{4096}, size_t{777}, size_t{262144}}) all.push_back({t, t, hidden});
+  }
+  for (DType o : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
+    for (size_t hidden : {size_t{4096}, size_t{7168}, size_t{777}, size_t{65536}}) {
+      all.push_back({DType::kBFloat16, o, hidden});
+    }
+  }
+  for (const Case& k : all) {
+    FwdCase c;
+    c.norm = NormType::kLayerNorm;
+    c.wtype = c.itype = k.t;
+    c.otype = k.o;
+    c.hidden = k.hidden;
+    c.rows = k.hidden > 10000 ? 2 : 5;
+    c.x_mean = 100.0;
+    c.x_stddev = 0.0;
+    const bool fp8 = is_fp8(k.o);
+    const FwdResult r = run_fwd(c);
+    const HostArray beta = case_beta(c);
+    HostArray code(k.o, 1);
+    size_t wrong = 0;
+    for (size_t i = 0; i < c.rows * c.hidden && wrong < 5; ++i) {
+      code.set(0, beta.get(i % c.hidden) * (fp8 ? c.fp8_scale : 1.0));  // (exact with z of x's type)
+      if (r.z.get(i) != code.get(0)) {
+        ADD_FAILURE() << c.describe() << ": z[" << i << "] = " << r.z.get(i) << ", want " << code.get(0)
+                      << " (beta " << beta.get(i % c.hidden) << ")";
+        ++wrong;
       }
-      for (size_t row = 0; row < c.rows; ++row) EXPECT_EQ(r.mu.get(row), 100.0) << c.describe() << " row " << row;
+    }
+    for (size_t row = 0; row < c.rows; ++row) EXPECT_EQ(r.mu.get(row), 100.0) << c.describe() << " row " << row;
+    if (fp8) {
+      double beta_amax = 0;
+      for (size_t i = 0; i < c.hidden; ++i) beta_amax = std::max(beta_amax, std::fabs(beta.get(i)));
+      EXPECT_EQ(r.amax.get(0), beta_amax) << c.describe() << ": amax is beta's";
+    } else {
       c.x_stddev = 0.05;
       c.z_atol = 4 * 0x1p-24 * 100 / 0.05 * 2;
       run_fwd(c);
-    }
-  }
-  // Per-tensor FP8 z: the codes of beta * scale, every one (the block-scaled formats:
-  // BlockScaledLayerNormOfAConstantRowIsBeta).
-  for (DType o : {DType::kFloat8E4M3, DType::kFloat8E5M2}) {
-    for (size_t hidden : {size_t{4096}, size_t{7168}, size_t{777}, size_t{65536}}) {
-      FwdCase c;
-      c.norm = NormType::kLayerNorm;
-      c.otype = o;
-      c.hidden = hidden;
-      c.rows = hidden > 10000 ? 2 : 5;
-      c.x_mean = 100.0;
-      c.x_stddev = 0.0;
-      const FwdResult r = run_fwd(c);
-      const HostArray beta = case_beta(c);
-      HostArray code(o, 1);
-      double beta_amax = 0;
-      for (size_t i = 0; i < c.hidden; ++i) beta_amax = std::max(beta_amax, std::fabs(beta.get(i)));
-      size_t wrong = 0;
-      for (size_t i = 0; i < c.rows * c.hidden && wrong < 5; ++i) {
-        code.set(0, beta.get(i % c.hidden) * c.fp8_scale);
-        if (r.z.get(i) != code.get(0)) {
-          ADD_FAILURE() << c.describe() << ": z[" << i << "] = " << r.z.get(i) << ", want " << code.get(0);
-          ++wrong;
-        }
-      }
-      EXPECT_EQ(r.amax.get(0), beta_amax) << c.describe() << ": amax is beta's";
     }
   }
 }
@@ -1021,10 +1018,6 @@ TEST_F(NormFwdGpu, Fp8OutputPerTensor) {
   }
 }
 
-// MXFP8 blocks against the fp64 reference output: per block (its elements' indices, the
-// offset of its scale), E equal to the reference's except where the block's amax / fp8_max
-// is within rounding of a power of two (one step), and each code, taken with the kernel's E,
-// equal to the reference's except at midpoint straddles. Counts what it saw in `tally`.
 // Rows of one value (LayerNormOfAConstantRowIsBeta and its quantized forms): x - mean is then
 // exactly 0 and z exactly beta, so a quantized z holds exactly beta's codes and scales. beta
 // comes in runs of 128 elements: exactly zero, tiny (about 1e-4) and of order 1, so that every
@@ -1046,6 +1039,10 @@ HostArray constant_row_beta(DType t, size_t hidden, uint32_t seed) {
   return b;
 }
 
+// MXFP8 blocks against the fp64 reference output: per block (its elements' indices, the
+// offset of its scale), E equal to the reference's except where the block's amax / fp8_max
+// is within rounding of a power of two (one step), and each code, taken with the kernel's E,
+// equal to the reference's except at midpoint straddles. Counts what it saw in `tally`.
 struct MxTally {
   size_t scale_diffs = 0, flips = 0, wrong = 0, blocks = 0, codes = 0;
 };
@@ -1213,6 +1210,31 @@ void expect_mx_side_outputs(const MxCase& k, const MxRun& r) {
   expect_side_outputs(k.norm, k.add, r.want, r.rsigma, r.mu, r.residual_out);
 }
 
+// The column-wise blocks of an MXFP8 run (32 x 1 down each column; the last row block covers
+// the rows that exist), each against the fp64 reference (check_mx_block). Where each scale is,
+// written out here from TransformerEngine's swizzle of column-wise scales
+// (swizzle_col_scaling_kernel: m = the tensor's columns, k = its rows; tile (c / 128, rb / 4) of
+// 512 bytes, then (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4), not from the library's
+// mx_colwise_scale_offset.
+void check_mx_colwise(const MxCase& k, const MxRun& r, std::vector<bool>& written, MxTally& tally) {
+  auto scale_at = [&](size_t rb, size_t c) {
+    if (!k.swizzled) return rb * r.ccols + c;
+    return ((c / 128) * (r.crows / 4) + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4;
+  };
+  std::vector<size_t> elems;
+  const size_t row_blocks = (k.rows + kMxBlock - 1) / kMxBlock;
+  for (size_t rb = 0; rb < row_blocks; ++rb) {
+    for (size_t c = 0; c < k.hidden; ++c) {
+      elems.clear();
+      for (size_t row = rb * kMxBlock; row < std::min(k.rows, (rb + 1) * kMxBlock); ++row) {
+        elems.push_back(row * k.hidden + c);
+      }
+      check_mx_block(r.want.z, r.zc, r.cscales, k.o, elems, scale_at(rb, c), written, tally,
+                     detail::concat("column ", c, " row block ", rb));
+    }
+  }
+}
+
 // A row-wise MXFP8 call's output: every block against the reference (check_mx_block), the
 // tally's bounds and the scale padding, then mu, rsigma and residual_out.
 void expect_mx_rowwise_output(const MxCase& k, const MxRun& r) {
@@ -1288,28 +1310,10 @@ TEST_F(NormFwdGpu, Mxfp8OutputRowwiseAndColumnwise) {
     std::vector<bool> written(r.srows * r.scols, false), cwritten(r.crows * r.ccols, false);
     check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, rows_tally);
     expect_mx_tally(rows_tally, r.scales, written, "row-wise");
-    // Where each column-wise scale is, written out here from TransformerEngine's swizzle of
-    // column-wise scales (swizzle_col_scaling_kernel: m = the tensor's columns, k = its rows;
-    // tile (c / 128, rb / 4) of 512 bytes, then (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4),
-    // not from the library's mx_colwise_scale_offset.
-    auto scale_at = [&](size_t rb, size_t c) {
-      if (!k.swizzled) return rb * r.ccols + c;
-      return ((c / 128) * (r.crows / 4) + rb / 4) * 512 + (c % 32) * 16 + ((c % 128) / 32) * 4 + rb % 4;
-    };
-    std::vector<size_t> elems;
-    const size_t row_blocks = (k.rows + kMxBlock - 1) / kMxBlock;
-    for (size_t rb = 0; rb < row_blocks; ++rb) {
-      for (size_t c = 0; c < k.hidden; ++c) {
-        elems.clear();
-        for (size_t row = rb * kMxBlock; row < std::min(k.rows, (rb + 1) * kMxBlock); ++row) {
-          elems.push_back(row * k.hidden + c);
-        }
-        check_mx_block(r.want.z, r.zc, r.cscales, k.o, elems, scale_at(rb, c), cwritten, cols_tally,
-                       detail::concat("column ", c, " row block ", rb));
-      }
-    }
+    check_mx_colwise(k, r, cwritten, cols_tally);
     expect_mx_tally(cols_tally, r.cscales, cwritten, "column-wise");
-    EXPECT_EQ(static_cast<size_t>(std::count(cwritten.begin(), cwritten.end(), true)), row_blocks * k.hidden)
+    EXPECT_EQ(static_cast<size_t>(std::count(cwritten.begin(), cwritten.end(), true)),
+              (k.rows + kMxBlock - 1) / kMxBlock * k.hidden)
         << "one distinct scale per column block";
     expect_mx_side_outputs(k, r);
     if (HasFailure()) return;
@@ -2034,23 +2038,8 @@ TEST_F(NormFwdGpu, BlockScaledLayerNormOfAConstantRowIsBeta) {
       std::vector<bool> written(r.srows * r.scols, false), cwritten(r.crows * r.ccols, false);
       check_mx_rowwise(r.want.z, r.z, r.scales, k.o, k.rows, k.hidden, k.swizzled, written, tally);
       expect_mx_tally(tally, r.scales, written, "row-wise");
-      if (columnwise) {
-        // Column c of z is beta[c] in every row: each column block's codes and scale are those
-        // of beta[c] alone (the layout of the column-wise scales: Mxfp8OutputRowwiseAndColumnwise).
-        std::vector<size_t> elems;
-        for (size_t rb = 0; rb * kMxBlock < k.rows; ++rb) {
-          for (size_t c = 0; c < k.hidden; ++c) {
-            elems.clear();
-            for (size_t row = rb * kMxBlock; row < std::min(k.rows, (rb + 1) * kMxBlock); ++row) {
-              elems.push_back(row * k.hidden + c);
-            }
-            const size_t at = static_cast<size_t>(mx_colwise_scale_offset(
-                static_cast<int64_t>(rb), static_cast<int64_t>(c), static_cast<int64_t>(k.rows),
-                static_cast<int64_t>(k.hidden), k.swizzled));
-            check_mx_block(r.want.z, r.zc, r.cscales, k.o, elems, at, cwritten, cols_tally,
-                           detail::concat("column ", c, " row block ", rb));
-          }
-        }
+      if (columnwise) {  // column c of z is beta[c] in every row
+        check_mx_colwise(k, r, cwritten, cols_tally);
         expect_mx_tally(cols_tally, r.cscales, cwritten, "column-wise");
       }
       EXPECT_EQ(tally.flips + cols_tally.flips, 0u) << "codes one step from beta's";
