@@ -86,39 +86,46 @@ __device__ __forceinline__ Floats<K> butterfly(Floats<K> s, Op op, int width, in
   return s;
 }
 
+// The partials of a group's W warps (group > kWarp; each lane holding its warp's) combined by
+// a butterfly over the lanes (log2 W steps, not a chain of W - 1): each warp's lane 0 writes its
+// partial to `parts` (at least K values per warp), the group passes one barrier (`barrier` as
+// group_reduce's), and lane l takes partial l mod P (P the power of two >= W; past W the op's
+// identity, all zeros), so every aligned run of P lanes, in every warp of the group, combines
+// the same values in the same order: the same bits everywhere.
+template <int K, int KS, typename Op>
+__device__ __forceinline__ Floats<K> combine_warps(Floats<K> s, Op op, int group, float (&parts)[kMaxWarpsPerCta][KS],
+                                                   int barrier) {
+  static_assert(K <= KS, "a warp's slot holds its partial");
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  if (lane == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) parts[warp][k] = s.v[k];
+  }
+  // (Every reduction of a group wider than a warp passes a barrier of the group: the
+  // pipelined backward's statistics relay counts on it, norm_bwd_pipelined.cuh.)
+  if (barrier == 0) {
+    __syncthreads();
+  } else {
+    platform::group_barrier(barrier, group);
+  }
+  const int warps_per_group = group / kWarp;
+  const int first = (warp / warps_per_group) * warps_per_group;
+  int span = 1;
+  while (span < warps_per_group) span *= 2;
+  const int w = lane & (span - 1);
+#pragma unroll
+  for (int k = 0; k < K; ++k) s.v[k] = w < warps_per_group ? parts[first + w][k] : 0.f;
+  return butterfly<kMaxWarpsPerCta>(s, op, span, lane);
+}
+
 // group_reduce's steps past its first butterfly (each lane holding its warp's run of the
-// group): the group's warps (group > kWarp), then the cluster (cluster > 1), with op; `buf` the
-// reduction's buffer (phase & 1, phase counted past it).
+// group): the group's warps (group > kWarp, combine_warps), then the cluster (cluster > 1),
+// with op; `buf` the reduction's buffer (phase & 1, phase counted past it).
 template <int K, typename Op>
 __device__ __forceinline__ Floats<K> reduce_warps_and_cluster(Floats<K> s, Op op, int group, int cluster,
                                                               ReduceSmem<K>& smem, int buf, int phase, int barrier) {
-  const int lane = threadIdx.x % kWarp;
-  if (group > kWarp) {
-    const int warp = threadIdx.x / kWarp;
-    if (lane == 0) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) smem.warp_parts[buf][warp][k] = s.v[k];
-    }
-    // (Every reduction of a group wider than a warp passes a barrier of the group: the
-    // pipelined backward's statistics relay counts on it, norm_bwd_pipelined.cuh.)
-    if (barrier == 0) {
-      __syncthreads();
-    } else {
-      platform::group_barrier(barrier, group);
-    }
-    // The group's W warp partials combined by a butterfly over the lanes (log2 W steps, not
-    // a chain of W - 1): lane l takes partial l mod P (P the power of two >= W; past W the
-    // op's identity, all zeros), so every aligned run of P lanes, in every warp of the group,
-    // combines the same values in the same order: the same bits everywhere.
-    const int warps_per_group = group / kWarp;
-    const int first = (warp / warps_per_group) * warps_per_group;
-    int span = 1;
-    while (span < warps_per_group) span *= 2;
-    const int w = lane & (span - 1);
-#pragma unroll
-    for (int k = 0; k < K; ++k) s.v[k] = w < warps_per_group ? smem.warp_parts[buf][first + w][k] : 0.f;
-    s = butterfly<kMaxWarpsPerCta>(s, op, span, lane);
-  }
+  if (group > kWarp) s = combine_warps(s, op, group, smem.warp_parts[buf], barrier);
   if (cluster > 1) {
     // Push, then one cluster barrier: thread r writes this CTA's partial into slot [rank] of
     // CTA r, and after the barrier every CTA combines the slots of its own shared memory in
@@ -201,20 +208,7 @@ __device__ __forceinline__ Floats<3> equal_count_mean_var(Floats<2> s, float cou
     // two values; no lane takes an identity), one barrier.
     const int buf = phase & 1;
     ++phase;
-    const int warp = threadIdx.x / kWarp;
-    if (lane == 0) {
-      smem.warp_parts[buf][warp][0] = s.v[0];
-      smem.warp_parts[buf][warp][1] = s.v[1];
-    }
-    if (barrier == 0) {
-      __syncthreads();
-    } else {
-      platform::group_barrier(barrier, group);
-    }
-    const int warps_per_group = group / kWarp;
-    const int w = (warp / warps_per_group) * warps_per_group + (lane & (warps_per_group - 1));
-    s = butterfly<kMaxWarpsPerCta>(Floats<2>{{smem.warp_parts[buf][w][0], smem.warp_parts[buf][w][1]}},
-                                   EqualMeanVarOp{}, warps_per_group, lane);
+    s = combine_warps(s, EqualMeanVarOp{}, group, smem.warp_parts[buf], barrier);
     n = count * static_cast<float>(group);
     return {{n, s.v[0], s.v[1] * n}};
   }
